@@ -1,0 +1,20 @@
+"""Verifiable evaluation of one candidate: static checks, owned builds, isolated execution, correctness,
+runtime guards, timing against eager and torch.compile, profiling; the result is a Verdict."""
+
+from rubric_rl.sandbox.config import HackPolicy, SandboxConfig, Tolerance
+from rubric_rl.sandbox.evaluate import Evaluator, TaskBaseline, evaluate
+from rubric_rl.sandbox.verdict import Finding, Status, TimingStats, TrialResult, Verdict
+
+__all__ = [
+    "Evaluator",
+    "Finding",
+    "HackPolicy",
+    "SandboxConfig",
+    "Status",
+    "TaskBaseline",
+    "TimingStats",
+    "Tolerance",
+    "TrialResult",
+    "Verdict",
+    "evaluate",
+]

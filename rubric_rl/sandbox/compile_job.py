@@ -1,0 +1,88 @@
+"""One extension build, run as ``python -m rubric_rl.sandbox.compile_job REQUEST.json`` by the builder.
+
+It drives torch's own ``load_inline`` machinery (source assembly, bindings, ninja file, flags) into a build
+directory the builder chose, with two changes: the built library is not imported here (loading untrusted
+native code is the execution worker's business, inside its sandbox), and in ``objects`` mode only the object
+files are compiled (a compile-only check that needs no CUDA runtime and no GPU). It writes ``result.json``
+into the build directory. It runs in its own process group so that the builder can kill the whole compiler
+tree on timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def _objects_only(build_directory: str, verbose: bool, error_prefix: str) -> None:
+    text = Path(build_directory, "build.ninja").read_text()
+    targets = re.findall(r"^build (\S+\.o): ", text, flags=re.MULTILINE)
+    proc = subprocess.run(
+        ["ninja", "-v", *targets], cwd=build_directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{error_prefix}: {proc.stdout.decode(errors='replace')}")
+
+
+def main(request_path: str) -> int:
+    request = json.loads(Path(request_path).read_text())
+    build = request["build"]
+    build_dir = request["build_dir"]
+    started = time.monotonic()
+    result: dict[str, object] = {"ok": False}
+    from torch.utils import cpp_extension as ce
+
+    built: dict[str, str] = {}
+
+    def _record_instead_of_import(module_name: str, path: str, is_python_module: bool) -> str:
+        built["module_name"] = module_name
+        return path
+
+    if not hasattr(ce, "_import_module_from_library") or not hasattr(ce, "_run_ninja_build"):
+        raise RuntimeError("this torch's cpp_extension lacks the hooks rubric-rl builds through; update rubric-rl")
+    ce._import_module_from_library = _record_instead_of_import
+    if request["mode"] == "objects":
+        ce._run_ninja_build = _objects_only
+    if build["with_cuda"] and ce.CUDA_HOME is None:
+        nvcc = shutil.which("nvcc")
+        if nvcc is None:
+            Path(build_dir, "result.json").write_text(
+                json.dumps(
+                    {"ok": False, "infra_error": "no CUDA toolkit: nvcc is not on PATH and CUDA_HOME is not set"}
+                )
+            )
+            return 0
+        ce.CUDA_HOME = str(Path(nvcc).resolve().parent.parent)  # CPU torch: compile-only needs the toolkit only
+    try:
+        ce.load_inline(
+            name=build["name"],
+            cpp_sources=list(build["cpp_sources"]),
+            cuda_sources=list(build["cuda_sources"]) or None,
+            functions=build["functions"],
+            extra_cflags=build["cflags"],
+            extra_cuda_cflags=build["cuda_cflags"],
+            extra_ldflags=build["ldflags"],
+            build_directory=build_dir,
+            verbose=False,
+            with_cuda=build["with_cuda"],
+            with_pytorch_error_handling=build["with_pytorch_error_handling"],
+            no_implicit_headers=build["no_implicit_headers"],
+            keep_intermediates=True,
+        )
+        result = {"ok": True, "module_name": built.get("module_name", build["name"])}
+    except Exception as e:  # the compiler's verdict on candidate code: reported, not raised
+        result = {"ok": False, "log": str(e)}
+    result["seconds"] = time.monotonic() - started
+    Path(build_dir, "result.json").write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", os.path.dirname(sys.argv[1]))
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,140 @@
+"""Typed configuration of the sandbox: what is checked, how strictly, and within which limits.
+
+Built once (from defaults, a YAML file, CLI flags or a Hydra node converted to a dict) and passed down;
+nothing below reads raw dictionaries. Every field says what it controls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Backend = Literal["cuda", "cpu"]
+Severity = Literal["error", "warn", "off"]
+CompileMode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+InputDistribution = Literal["signed", "heavy_tailed"]
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    atol: float = Field(ge=0, description="Absolute tolerance of torch.allclose-style comparison.")
+    rtol: float = Field(ge=0, description="Relative tolerance of torch.allclose-style comparison.")
+
+
+def _default_tolerances() -> dict[str, Tolerance]:
+    # KernelBench's current defaults (get_tolerance_for_precision): fp32 1e-4, fp16/bf16 1e-2, as atol and rtol.
+    return {
+        "float32": Tolerance(atol=1e-4, rtol=1e-4),
+        "float64": Tolerance(atol=1e-7, rtol=1e-7),
+        "float16": Tolerance(atol=1e-2, rtol=1e-2),
+        "bfloat16": Tolerance(atol=1e-2, rtol=1e-2),
+    }
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("RUBRIC_RL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rubric-rl"
+    )
+    return Path(base) / "build"
+
+
+class HackPolicy(BaseModel):
+    """What the candidate is allowed to do besides running its own kernels (see rubric_rl.sandbox.static_checks
+    and rubric_rl.sandbox.guard). ``rules`` overrides the severity of named rules."""
+
+    rules: dict[str, Severity] = Field(
+        default_factory=dict, description="Rule id -> error | warn | off; rules not named keep their default."
+    )
+    allowed_aten_ops: list[str] = Field(
+        default_factory=list,
+        description="Extra ATen ops (overload packet names such as 'mm' or 'convolution') the candidate may cause "
+        "on top of the allocation/view/copy allowlist, e.g. to allow cuBLAS GEMMs or cuDNN convolutions.",
+    )
+    allowed_libraries: list[Literal["cublas", "cublasLt", "cudnn", "curand", "cufft"]] = Field(
+        default_factory=list, description="Libraries the candidate's C++/CUDA may link and call directly."
+    )
+    min_own_kernel_share: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Minimum share of the candidate forward's GPU time spent in the candidate's own kernels; "
+        "below it the status is 'hack' (rule runtime.low_own_kernel_share). 0 records the share only.",
+    )
+    stop_on_static_error: bool = Field(
+        default=True, description="A static 'error' finding ends the evaluation before any build (status 'hack')."
+    )
+
+    def severity(self, rule: str, default: Severity) -> Severity:
+        return self.rules.get(rule, default)
+
+
+class SandboxConfig(BaseModel):
+    """Everything the sandbox needs to judge one candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Backend = Field(default="cpu", description="cuda: CUDA kernels on a GPU; cpu: C++/OpenMP extensions.")
+    seed: int = Field(default=42, description="Seed for model construction and input generation.")
+    correctness_trials: int = Field(default=5, ge=1, description="Trials on fresh get_inputs() draws.")
+    extra_distributions: list[InputDistribution] = Field(
+        default_factory=lambda: ["signed", "heavy_tailed"],
+        description="Extra correctness trials with floating inputs redrawn from these distributions, kept only "
+        "where the reference output is finite on them.",
+    )
+    tolerances: dict[str, Tolerance] = Field(
+        default_factory=_default_tolerances, description="Per output dtype (torch dtype name without 'torch.')."
+    )
+    measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
+    perf_trials: int = Field(default=100, ge=1, description="Timed calls per model.")
+    warmup_trials: int = Field(default=5, ge=0, description="Untimed calls per model before timing.")
+    compile_baseline: bool = Field(default=True, description="Also time torch.compile of the reference.")
+    compile_mode: CompileMode = Field(default="default", description="torch.compile mode of the baseline.")
+    checked_timed_outputs: int = Field(
+        default=3, ge=0, description="Timed candidate calls (chosen at random) whose outputs are checked too."
+    )
+    l2_flush: bool = Field(default=True, description="Overwrite a buffer of twice the L2 before each timed call (GPU).")
+    profile_kernels: bool = Field(
+        default=True, description="Profile one candidate call to attribute its kernels (GPU)."
+    )
+    cpu_threads: int | None = Field(default=None, ge=1, description="Threads for torch and OpenMP; None: all cores.")
+
+    build_timeout_s: float = Field(default=600.0, gt=0, description="Wall-clock limit of one extension build.")
+    run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock limit of the execution worker.")
+    load_timeout_s: float = Field(
+        default=120.0, gt=0, description="Limit for importing the candidate and building ModelNew."
+    )
+    memory_limit_mb: int = Field(default=16384, ge=256, description="Host memory (RSS) limit of the worker.")
+    gpu_memory_fraction: float = Field(default=0.9, gt=0, le=1, description="Share of GPU memory the worker may use.")
+    max_message_mb: int = Field(default=4096, ge=1, description="Largest message the worker may send (outputs).")
+
+    cache_dir: Path = Field(default_factory=default_cache_dir, description="Content-addressed build cache.")
+    arch: str | None = Field(
+        default=None, description="TORCH_CUDA_ARCH_LIST for builds, e.g. '9.0'; None: the visible device's."
+    )
+    build_jobs: int | None = Field(default=None, ge=1, description="ninja -j for one build; None: torch's default.")
+    split_sources: bool = Field(
+        default=True,
+        description="Rewrite candidates whose .cu holds the torch glue into a kernel-only .cu plus a .cpp glue "
+        "file when that is provably safe (faster nvcc); see rubric_rl.sandbox.source_split.",
+    )
+    policy: HackPolicy = Field(default_factory=HackPolicy, description="Anti-hacking policy.")
+
+    @field_validator("tolerances")
+    @classmethod
+    def _known_dtypes(cls, v: dict[str, Tolerance]) -> dict[str, Tolerance]:
+        known = {"float32", "float64", "float16", "bfloat16"}
+        unknown = set(v) - known
+        if unknown:
+            raise ValueError(f"unknown dtype(s) {sorted(unknown)}; tolerances are keyed by {sorted(known)}")
+        return {**_default_tolerances(), **v}
+
+    @model_validator(mode="after")
+    def _arch_form(self) -> SandboxConfig:
+        if self.arch is not None and not all(
+            part.replace(".", "").replace("+PTX", "").isdigit() for part in self.arch.replace(";", " ").split()
+        ):
+            raise ValueError(f"arch: {self.arch!r} is not a TORCH_CUDA_ARCH_LIST value such as '9.0' or '8.0;9.0'")
+        return self

@@ -1,0 +1,555 @@
+"""Evaluating one candidate: static checks, then a worker, then a Verdict.
+
+The evaluator is the trusted side. It runs the static checks, starts the worker, builds what the worker's
+``load_inline`` asks for (after the native checks), compares every output the worker sends with the
+reference's, turns the runtime records into findings, decides whether timing is worth doing, and assembles
+the Verdict. Every failure of the candidate, however it happens (exception, crash, hang, garbage on the
+pipe), ends as a Verdict; only the evaluator's own failures are marked ``infra_error``.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import logging
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubric_rl import __version__
+from rubric_rl.sandbox.build import Builder
+from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.correctness import compare_outputs, compare_tensor, degenerate_task_flags, tolerance_for
+from rubric_rl.sandbox.extension import ExtensionSpec, SpecError, prepare_build
+from rubric_rl.sandbox.guard import forbidden_ops
+from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
+from rubric_rl.sandbox.process import WorkerProcess
+from rubric_rl.sandbox.profiling import attribute_kernels
+from rubric_rl.sandbox.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
+from rubric_rl.sandbox.static_checks import check_program
+from rubric_rl.sandbox.timing import summarize
+from rubric_rl.sandbox.verdict import (
+    Environment,
+    ExtensionBuild,
+    Finding,
+    StageDurations,
+    Timings,
+    TimingStats,
+    TrialResult,
+    Verdict,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_ERRORS = 10
+
+
+@dataclass
+class TaskBaseline:
+    """Per-task eager and compile timings measured once and reused across candidates (see executors)."""
+
+    eager: TimingStats
+    compile: TimingStats | None
+    compile_mode: str | None
+    compile_warmup_s: float | None = None
+
+
+@dataclass
+class _Run:
+    """Everything learned about one candidate while its worker runs."""
+
+    config: SandboxConfig
+    candidate: str
+    stage: str = "start"
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    trials: list[TrialResult] = field(default_factory=list)
+    builds: list[ExtensionBuild] = field(default_factory=list)
+    kernel_names: set[str] = field(default_factory=set)
+    aten_ops: dict[str, int] = field(default_factory=dict)
+    ref_meta: list[dict[str, Any]] = field(default_factory=list)
+    ref_values: list[list[Any]] = field(default_factory=list)
+    task_flags: list[str] = field(default_factory=list)
+    timings: Timings | None = None
+    kernels: list[Any] = field(default_factory=list)
+    own_share: float | None = None
+    env: dict[str, Any] = field(default_factory=dict)
+    compile_log: str | None = None
+    compile_failed: bool = False
+    timed_out: bool = False
+    runtime_failed: bool = False
+    infra_error: str | None = None
+    durations: StageDurations = field(default_factory=StageDurations)
+    seen_integrity: set[str] = field(default_factory=set)
+    seen_audit: set[str] = field(default_factory=set)
+    correctness_started: float = 0.0
+
+    def add_finding(
+        self,
+        rule: str,
+        source: Any,
+        message: str,
+        *,
+        default: str = "error",
+        evidence: str = "",
+        line: int | None = None,
+    ) -> None:
+        severity = self.config.policy.severity(rule, default)  # type: ignore[arg-type]
+        if severity == "off":
+            return
+        self.findings.append(
+            Finding(rule=rule, severity=severity, source=source, message=message, evidence=evidence[:1000], line=line)
+        )
+
+    def error(self, message: str) -> None:
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(message[:2000])
+
+    def has_hack(self) -> bool:
+        return any(f.severity == "error" for f in self.findings)
+
+
+class Evaluator:
+    """Evaluates candidates one at a time; keeps its builder (cache and counters) across evaluations."""
+
+    def __init__(self, config: SandboxConfig, builder: Builder | None = None) -> None:
+        self.config = config
+        self.builder = builder or Builder(config.cache_dir, timeout_s=config.build_timeout_s, jobs=config.build_jobs)
+
+    def evaluate(
+        self,
+        reference: str,
+        candidate: str,
+        *,
+        task_id: str | None = None,
+        baseline: TaskBaseline | None = None,
+        cuda_visible_devices: str | None = None,
+    ) -> Verdict:
+        started = time.monotonic()
+        run = _Run(config=self.config, candidate=candidate)
+        t0 = time.monotonic()
+        try:
+            ast.parse(candidate)
+        except SyntaxError as e:
+            run.compile_failed = True
+            run.compile_log = f"candidate line {e.lineno}: SyntaxError: {e.msg}"
+            run.error(run.compile_log)
+        else:
+            run.findings.extend(check_program(candidate, self.config, reference))
+        run.durations.static_s = time.monotonic() - t0
+        if not run.compile_failed and not (run.has_hack() and self.config.policy.stop_on_static_error):
+            self._run_worker(run, reference, baseline, cuda_visible_devices)
+        run.durations.total_s = time.monotonic() - started
+        return self._verdict(run, task_id, baseline)
+
+    # ---- the worker conversation ------------------------------------------------------------------------------
+    def _run_worker(
+        self, run: _Run, reference: str, baseline: TaskBaseline | None, cuda_visible_devices: str | None
+    ) -> None:
+        cfg = self.config
+        with WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker:
+            chan = worker.start()
+            deadline = time.monotonic() + cfg.run_timeout_s
+            reuse = baseline is not None and baseline.compile is not None and cfg.compile_baseline
+            try:
+                chan.send(
+                    "setup",
+                    {
+                        "config": cfg.model_dump(mode="json"),
+                        "reference": reference,
+                        "candidate": run.candidate,
+                        "reuse_compile_baseline": reuse,
+                    },
+                )
+                run.stage = "setup"
+                while True:
+                    msg = chan.recv(deadline=deadline)
+                    done, extra = self._handle(run, chan, msg, baseline)
+                    deadline += extra
+                    if done:
+                        return
+            except Deadline:
+                run.timed_out = True
+                run.error(f"timeout: no progress within {cfg.run_timeout_s:.0f} s (stage: {run.stage})")
+            except WorkerGone:
+                description = worker.describe_exit()
+                if run.stage == "setup":
+                    run.infra_error = f"the worker failed to start: {description}"
+                else:
+                    run.runtime_failed = True
+                    run.error(f"{run.stage}: {description}")
+            except ProtocolError as e:
+                run.runtime_failed = True
+                run.add_finding(
+                    "protocol.garbage", "protocol", f"the worker broke the message protocol: {e}", default="warn"
+                )
+                run.error(f"{run.stage}: the worker's messages became unreadable ({e})")
+            except (BrokenPipeError, ConnectionResetError):
+                run.runtime_failed = True
+                run.error(f"{run.stage}: {worker.describe_exit()}")
+
+    def _handle(self, run: _Run, chan: Channel, msg: Message, baseline: TaskBaseline | None) -> tuple[bool, float]:
+        """Process one message; returns (finished, seconds to add to the deadline)."""
+        cfg = self.config
+        body = msg.body
+        if msg.type == "ready":
+            run.env = body.get("env", {})
+            run.stage = "reference"
+        elif msg.type == "reference":
+            run.ref_meta = body["trials"]
+            run.ref_values = unpack_tensors(msg.blob)
+            run.task_flags = degenerate_task_flags(
+                [v for m, v in zip(run.ref_meta, run.ref_values, strict=True) if m["distribution"] == "task"], cfg
+            )
+            run.stage = "load"
+            chan.send("load")
+        elif msg.type == "build":
+            started = time.monotonic()
+            ok, reply = self._build(run, body)
+            chan.send("built", reply)
+            elapsed = time.monotonic() - started
+            run.durations.build_s += elapsed
+            return (not ok), elapsed
+        elif msg.type == "loaded":
+            run.durations.load_s = max(0.0, float(body.get("load_s", 0.0)) - run.durations.build_s)
+            self._integrity(run, body)
+            if not run.builds:
+                run.add_finding(
+                    "static.no_custom_kernel",
+                    "runtime",
+                    "the candidate compiled no extension: nothing it runs is its own kernel",
+                )
+            run.stage = "correctness"
+            run.correctness_started = time.monotonic()
+        elif msg.type == "trial":
+            self._trial(run, body, unpack_tensors(msg.blob))
+        elif msg.type == "trials_done":
+            run.durations.correctness_s = time.monotonic() - run.correctness_started
+            self._integrity(run, body)
+            go = cfg.measure_performance and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
+            chan.send("time" if go else "stop")
+            if not go:
+                return True, 0.0
+            run.stage = "timing"
+        elif msg.type == "timing":
+            self._timing(run, body, unpack_tensors(msg.blob), baseline)
+            run.stage = "profile"
+        elif msg.type == "kernels":
+            if "error" in body:
+                run.error(f"kernel profile failed: {body['error']}")
+            else:
+                run.kernels, run.own_share = attribute_kernels(body.get("kernels", []), run.kernel_names)
+                if cfg.policy.min_own_kernel_share > 0 and (run.own_share or 0.0) < cfg.policy.min_own_kernel_share:
+                    run.add_finding(
+                        "kernels.low_own_share",
+                        "kernels",
+                        f"only {100 * (run.own_share or 0):.1f}% of the forward's GPU time is in the "
+                        f"candidate's own kernels (policy minimum "
+                        f"{100 * cfg.policy.min_own_kernel_share:.0f}%)",
+                    )
+                library = [k for k in run.kernels if k.owner == "library"]
+                if library:
+                    run.add_finding(
+                        "kernels.library_kernels",
+                        "kernels",
+                        "library kernels ran during the candidate's forward",
+                        default="warn",
+                        evidence=", ".join(k.name[:80] for k in library[:5]),
+                    )
+        elif msg.type == "done":
+            self._audit(run, body)
+            return True, 0.0
+        elif msg.type == "error":
+            stage = body.get("stage", run.stage)
+            message = str(body.get("message", "unknown error"))
+            if body.get("task_error"):
+                run.infra_error = f"task error ({stage}): {message}"
+            elif body.get("infra"):
+                run.infra_error = f"worker setup failed: {message}"
+            else:
+                run.runtime_failed = True
+                run.error(f"{stage}: {message}")
+            return True, 0.0
+        else:
+            raise ProtocolError(f"unexpected message {msg.type!r}")
+        return False, 0.0
+
+    def _build(self, run: _Run, body: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        cfg = self.config
+        if "spec_error" in body:
+            run.compile_failed = True
+            run.compile_log = str(body["spec_error"])
+            run.error(f"build: {body['spec_error']}")
+            return False, {"ok": False}
+        try:
+            spec = ExtensionSpec.model_validate(body["spec"])
+            arch = cfg.arch or run.env.get("arch") if cfg.backend == "cuda" else None
+            prepared = prepare_build(spec, cfg, arch)
+        except (SpecError, ValueError) as e:
+            run.compile_failed = True
+            run.compile_log = str(e)
+            run.error(f"build: {e}")
+            return False, {"ok": False}
+        for f in check_native_sources(prepared, run.candidate, cfg):
+            run.findings.append(f)
+        run.kernel_names |= kernel_names(prepared.cuda_sources if prepared.with_cuda else prepared.cpp_sources)
+        if run.has_hack() and cfg.policy.stop_on_static_error:
+            return False, {"ok": False}
+        outcome = self.builder.build(prepared, candidate=run.candidate)
+        if not outcome.ok and prepared.split_sources and not outcome.infra_error:
+            # The rewrite may only change build speed, never a verdict: judge the candidate's own sources.
+            prepared = prepare_build(spec, cfg, arch, split_sources=False)
+            outcome = self.builder.build(prepared, candidate=run.candidate)
+        run.builds.append(
+            ExtensionBuild(
+                name=spec.name,
+                key=outcome.key,
+                ok=outcome.ok,
+                cached=outcome.cached,
+                seconds=round(outcome.seconds, 3),
+                split_sources=prepared.split_sources,
+                dropped_flags=prepared.dropped_flags,
+            )
+        )
+        if outcome.infra_error:
+            run.infra_error = f"build infrastructure: {outcome.infra_error}"
+            return False, {"ok": False}
+        if outcome.timed_out:
+            run.timed_out = True
+            run.error(f"build: {outcome.digest}")
+            return False, {"ok": False}
+        if not outcome.ok:
+            run.compile_failed = True
+            run.compile_log = outcome.digest
+            run.error(f"build of {spec.name!r} failed:\n{outcome.digest}")
+            return False, {"ok": False}
+        return True, {"ok": True, "library": str(outcome.library_path), "module_name": outcome.module_name}
+
+    def _integrity(self, run: _Run, body: dict[str, Any]) -> None:
+        for change in body.get("integrity", []):
+            if change not in run.seen_integrity:
+                run.seen_integrity.add(change)
+                run.add_finding(
+                    "protocol.tampering", "protocol", f"in-process state changed: {change}", evidence=change
+                )
+        self._audit(run, body)
+
+    def _audit(self, run: _Run, body: dict[str, Any]) -> None:
+        for what in body.get("audit", []):
+            if what not in run.seen_audit:
+                run.seen_audit.add(what)
+                run.add_finding(
+                    "runtime.forbidden_operation", "runtime", f"the candidate attempted {what}", evidence=what
+                )
+
+    def _trial(self, run: _Run, body: dict[str, Any], values: list[Any]) -> None:
+        cfg = self.config
+        index = int(body["index"])
+        ref = run.ref_meta[index]
+        result = compare_outputs(
+            body["outputs"],
+            values,
+            ref["outputs"],
+            run.ref_values[index],
+            cfg,
+            index=index,
+            distribution=ref["distribution"],
+            seed=ref["seed"],
+        )
+        run.trials.append(result)
+        for op, n in body.get("ops", {}).items():
+            run.aten_ops[op] = max(run.aten_ops.get(op, 0), int(n))
+        if index == 0 or len(run.trials) == 1:
+            bad = forbidden_ops(body.get("ops", {}), cfg.policy.allowed_aten_ops)
+            if bad:
+                run.add_finding(
+                    "runtime.aten_fallback",
+                    "runtime",
+                    f"the forward ran PyTorch compute ops: {', '.join(sorted(bad))}",
+                    evidence=", ".join(f"aten::{k} x{v}" for k, v in bad.items()),
+                )
+            downcasts = body.get("downcasts", {})
+            if downcasts:
+                run.add_finding(
+                    "runtime.precision_downgrade",
+                    "runtime",
+                    "the forward converted float tensors to lower precision",
+                    evidence=", ".join(f"{k} x{v}" for k, v in downcasts.items()),
+                )
+            tensors_out = sum(1 for o in body["outputs"] if o["kind"] == "tensor")
+            if tensors_out and not body.get("ops"):
+                run.add_finding(
+                    "runtime.no_dispatch",
+                    "runtime",
+                    "the forward returned tensors without any ATen op: its outputs were made ahead of "
+                    "time or the dispatcher was bypassed",
+                )
+        if body.get("guard_escaped"):
+            run.add_finding(
+                "runtime.guard_escaped", "runtime", f"the op recorder was tampered with: {body['guard_escaped']}"
+            )
+        if body.get("mutated_inputs") and not ref.get("mutates_inputs"):
+            run.add_finding(
+                "runtime.input_mutation",
+                "runtime",
+                f"trial {index}: the candidate wrote into its inputs (the reference does not)",
+            )
+        if any(body.get("aliases_input", [])):
+            run.add_finding(
+                "runtime.output_aliases_input", "runtime", f"trial {index}: an output shares memory with an input"
+            )
+        if any(body.get("aliases_parameter", [])):
+            run.add_finding(
+                "runtime.output_aliases_parameter",
+                "runtime",
+                f"trial {index}: an output shares memory with a parameter or buffer (a stored answer)",
+            )
+        if any(o["kind"] == "tensor" and not o["plain"] for o in body["outputs"]):
+            run.add_finding(
+                "runtime.output_not_plain_tensor",
+                "runtime",
+                f"trial {index}: an output is not a plain torch.Tensor",
+                evidence=", ".join(o["type"] for o in body["outputs"] if o["kind"] == "tensor"),
+            )
+        run.findings = _dedupe_findings(run.findings)
+
+    def _timing(self, run: _Run, body: dict[str, Any], checked: list[Any], baseline: TaskBaseline | None) -> None:
+        cfg = self.config
+        times = body["times_ms"]
+        compile_info = body.get("compile", {})
+        timings = Timings(
+            timer="host_sync" if cfg.backend == "cuda" else "host",
+            candidate=summarize(times["candidate"]),
+            eager=summarize(times["eager"]),
+            l2_flush=cfg.backend == "cuda" and cfg.l2_flush,
+        )
+        if "compile" in times:
+            timings.compile = summarize(times["compile"])
+            timings.compile_mode = cfg.compile_mode
+            timings.compile_warmup_s = compile_info.get("warmup_s")
+        elif baseline is not None and baseline.compile is not None and cfg.compile_baseline:
+            timings.compile = baseline.compile
+            timings.compile_mode = baseline.compile_mode
+            timings.compile_warmup_s = baseline.compile_warmup_s
+            timings.baseline_source = "reused"
+        if baseline is not None and baseline.eager.median_ms > 0:
+            timings.eager_drift = timings.eager.median_ms / baseline.eager.median_ms  # type: ignore[union-attr]
+        if compile_info.get("error"):
+            run.error(f"torch.compile baseline failed (speedup over compile not measured): {compile_info['error']}")
+        run.timings = timings
+        run.durations.timing_s = sum(sum(v) for v in times.values()) / 1000.0
+        for meta, (eager_out, cand_out) in zip(body.get("checked", []), checked, strict=False):
+            ok, detail = _same_outputs(cand_out, eager_out, cfg)
+            run.trials.append(
+                TrialResult(
+                    index=len(run.trials),
+                    distribution="timed",
+                    seed=int(meta["seed"]),
+                    passed=ok,
+                    error=None if ok else detail,
+                )
+            )
+            if not ok:
+                run.add_finding(
+                    "protocol.timed_output_mismatch",
+                    "protocol",
+                    f"timed round {meta['round']}: the candidate's output was wrong ({detail}) although "
+                    "it passed the correctness trials",
+                )
+        self._integrity(run, body)
+
+    # ---- the Verdict ------------------------------------------------------------------------------------------
+    def _verdict(self, run: _Run, task_id: str | None, baseline: TaskBaseline | None) -> Verdict:
+        if run.infra_error:
+            status = "runtime_error"
+        elif run.has_hack():
+            status = "hack"
+        elif run.compile_failed:
+            status = "compile_error"
+        elif run.timed_out:
+            status = "timeout"
+        elif run.runtime_failed:
+            status = "runtime_error"
+        elif not run.trials or not all(t.passed for t in run.trials):
+            status = "incorrect"
+            failed = [t for t in run.trials if not t.passed]
+            if failed:
+                run.error(f"trial {failed[0].index} ({failed[0].distribution} inputs): {failed[0].error}")
+        else:
+            status = "correct"
+        if run.infra_error:
+            run.errors.insert(0, run.infra_error)
+        for f in run.findings:
+            if f.severity == "error" and status == "hack":
+                run.error(f"hack [{f.rule}]: {f.message}")
+        speedup_eager = speedup_compile = None
+        t = run.timings
+        if status == "correct" and t is not None and t.candidate is not None and t.candidate.median_ms > 0:
+            if t.eager is not None:
+                speedup_eager = t.eager.median_ms / t.candidate.median_ms
+            if t.compile is not None:
+                speedup_compile = t.compile.median_ms / t.candidate.median_ms
+        env = run.env
+        return Verdict(
+            status=status,  # type: ignore[arg-type]
+            task_id=task_id,
+            candidate_sha256=hashlib.sha256(run.candidate.encode()).hexdigest(),
+            errors=run.errors,
+            compile_log=run.compile_log,
+            findings=run.findings,
+            trials=run.trials,
+            timings=run.timings,
+            speedup_eager=speedup_eager,
+            speedup_compile=speedup_compile,
+            kernels=run.kernels,
+            own_kernel_time_share=run.own_share,
+            aten_ops=run.aten_ops,
+            builds=run.builds,
+            task_flags=run.task_flags,
+            infra_error=run.infra_error,
+            durations=run.durations,
+            environment=Environment(
+                backend=self.config.backend,
+                torch=str(env.get("torch", "unknown")),
+                python=sys.version.split()[0],
+                device=str(env.get("device", "unknown")),
+                arch=env.get("arch"),
+                cuda=env.get("cuda"),
+                host=platform.node(),
+                rubric_rl=__version__,
+            ),
+        )
+
+
+def _same_outputs(cand: list[Any], ref: list[Any], config: SandboxConfig) -> tuple[bool, str]:
+    if len(cand) != len(ref):
+        return False, f"{len(cand)} outputs instead of {len(ref)}"
+    for i, (c, r) in enumerate(zip(cand, ref, strict=True)):
+        if r is None:
+            continue
+        if c is None or c.shape != r.shape or c.dtype != r.dtype:
+            return False, f"output {i} has the wrong type, shape or dtype"
+        bad, max_abs, _ = compare_tensor(c, r, tolerance_for(r.dtype, config))
+        if bad:
+            return False, f"output {i}: {bad} elements outside tolerance (max abs error {max_abs:.3g})"
+    return True, ""
+
+
+def _dedupe_findings(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for f in findings:
+        key = (f.rule, f.message.split(":", 1)[-1] if f.message.startswith("trial ") else f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def evaluate(
+    reference: str, candidate: str, config: SandboxConfig | None = None, *, task_id: str | None = None
+) -> Verdict:
+    """Evaluate one candidate with a fresh evaluator (convenience for scripts and tests)."""
+    return Evaluator(config or SandboxConfig()).evaluate(reference, candidate, task_id=task_id)

@@ -1,0 +1,122 @@
+"""Inputs and outputs of reference and candidate models inside the worker.
+
+Inputs come from the task's own ``get_inputs()``, seeded, created on the evaluation device; extra
+distributions redraw every floating tensor (signed normal, heavy-tailed Student-t) with its shape and dtype,
+so identity kernels on ``torch.rand`` inputs and answers from known input statistics fail. Outputs are
+flattened to a list so that tuples, lists and single tensors compare the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+HEAVY_TAIL_DF = 2.5
+
+
+def make_inputs(module: Any, *, seed: int, device: str, distribution: str, backend_seed: Any) -> list[Any]:
+    backend_seed(seed)
+    with torch.device(device):
+        values = list(module.get_inputs())
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            v = v.to(device)
+            if distribution != "task" and v.is_floating_point():
+                v = redraw(v, distribution)
+        out.append(v)
+    return out
+
+
+def redraw(t: torch.Tensor, distribution: str) -> torch.Tensor:
+    if distribution == "signed":
+        return torch.randn_like(t)
+    if distribution == "heavy_tailed":
+        df = torch.tensor(HEAVY_TAIL_DF, device=t.device)
+        return torch.distributions.StudentT(df).sample(t.shape).to(t.dtype)
+    raise ValueError(f"unknown input distribution {distribution!r}")
+
+
+def clone_inputs(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def same_bits(a: list[Any], b: list[Any]) -> bool:
+    """Bitwise equality (NaN-safe) of two input lists: did the callee write into its inputs?"""
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            xb = x.detach().contiguous().view(-1).view(torch.uint8) if x.numel() else x
+            yb = y.detach().contiguous().view(-1).view(torch.uint8) if y.numel() else y
+            if x.numel() and not bool((xb == yb).all()):
+                return False
+    return True
+
+
+def flatten_outputs(out: Any) -> list[Any]:
+    if isinstance(out, (tuple, list)):
+        flat: list[Any] = []
+        for item in out:
+            flat.extend(flatten_outputs(item))
+        return flat
+    return [out]
+
+
+def describe(value: Any) -> dict[str, Any]:
+    """Metadata the evaluator checks before it compares values."""
+    if isinstance(value, torch.Tensor):
+        return {
+            "kind": "tensor",
+            "type": f"{type(value).__module__}.{type(value).__qualname__}",
+            "plain": type(value) is torch.Tensor,
+            "shape": list(value.shape),
+            "dtype": str(value.dtype),
+            "device": str(value.device),
+            "layout": str(value.layout),
+        }
+    if isinstance(value, (bool, int, float)) or value is None:
+        return {"kind": "scalar", "value": value}
+    return {"kind": "other", "type": type(value).__qualname__}
+
+
+def to_host(value: Any) -> Any:
+    """A private CPU copy of a plain tensor (never shares storage with the worker's tensors)."""
+    if isinstance(value, torch.Tensor) and type(value) is torch.Tensor and value.layout == torch.strided:
+        return value.detach().to("cpu", copy=True).contiguous()
+    return None
+
+
+def poison(values: list[Any]) -> None:
+    """Overwrite outputs before they are freed, so nothing later finds them in recycled memory."""
+    for v in values:
+        if isinstance(v, torch.Tensor) and type(v) is torch.Tensor and v.layout == torch.strided and v.numel():
+            if v.is_floating_point() or v.is_complex():
+                v.detach().fill_(float("nan"))
+            else:
+                v.detach().fill_(-1 if v.dtype != torch.bool else False)
+
+
+def storage_spans(values: list[Any]) -> list[tuple[int, int]]:
+    spans = []
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.layout == torch.strided:
+            try:
+                s = v.untyped_storage()
+            except (RuntimeError, NotImplementedError):
+                continue
+            if s.nbytes():
+                spans.append((s.data_ptr(), s.data_ptr() + s.nbytes()))
+    return spans
+
+
+def aliases(value: Any, spans: list[tuple[int, int]]) -> bool:
+    if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+        return False
+    try:
+        s = value.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return False
+    lo, hi = s.data_ptr(), s.data_ptr() + s.nbytes()
+    return any(lo < b and a < hi for a, b in spans)

@@ -1,0 +1,214 @@
+"""Starting the execution worker in a fresh, limited process, and describing how it ended.
+
+Each worker is a new interpreter (``subprocess``, not fork: no evaluator state is inherited) in its own
+session and process group, in a private temporary directory that is also its HOME and TMPDIR, with an
+environment built from an allowlist (API keys and the like do not pass), core dumps off, file sizes capped,
+and on the cpu backend an address-space cap. A monitor thread samples the resident memory of the whole
+process group and kills it past the limit (CUDA's address-space reservations rule out RLIMIT_AS there).
+How the process ended is reported in words; an exit status alone never means success.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import psutil
+
+from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.protocol import Channel
+
+_ENV_PASSTHROUGH = (
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "LANG",
+    "LC_ALL",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CC",
+    "CXX",
+    "TORCH_CUDA_ARCH_LIST",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "PYTORCH_CUDA_ALLOC_CONF",
+)
+_CPU_ADDRESS_SPACE_EXTRA_MB = 8192  # torch and its libraries map this much before any tensor exists
+_SIGNAL_WORDS = {
+    signal.SIGSEGV: "segmentation fault",
+    signal.SIGBUS: "bus error",
+    signal.SIGABRT: "aborted",
+    signal.SIGFPE: "floating-point exception",
+    signal.SIGILL: "illegal instruction",
+    signal.SIGKILL: "killed",
+}
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
+
+
+class WorkerProcess:
+    """One execution worker; use as a context manager so the process and its directory always go away."""
+
+    def __init__(self, config: SandboxConfig, *, cuda_visible_devices: str | None = None) -> None:
+        self.config = config
+        self.cuda_visible_devices = cuda_visible_devices
+        self.workdir = Path(tempfile.mkdtemp(prefix="rubric-rl-worker-"))
+        os.chmod(self.workdir, 0o700)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.channel: Channel | None = None
+        self.memory_exceeded = False
+        self.peak_rss_mb = 0.0
+        self._stop_monitor = threading.Event()
+        self._monitor: threading.Thread | None = None
+
+    def _env(self) -> dict[str, str]:
+        env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
+        threads = str(self.config.cpu_threads or os.cpu_count() or 1)
+        inductor = self.config.cache_dir.parent / "inductor"
+        env.update(
+            {
+                "HOME": str(self.workdir),
+                "TMPDIR": str(self.workdir),
+                "PYTHONPATH": _package_root(),
+                "PYTHONHASHSEED": "0",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1",
+                "OMP_NUM_THREADS": threads,
+                "MKL_NUM_THREADS": threads,
+                "TORCH_EXTENSIONS_DIR": str(self.workdir / "torch_extensions"),
+                # torch.compile's caches are shared between workers so that baselines warm up once per machine;
+                # only the evaluator's own (unarmed) compile phase writes them.
+                "TORCHINDUCTOR_CACHE_DIR": str(inductor),
+                "TRITON_CACHE_DIR": str(inductor / "triton"),
+                "CUDA_CACHE_PATH": str(self.workdir / "cuda_cache"),
+            }
+        )
+        if self.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
+        return env
+
+    def _limits(self) -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
+        if self.config.backend == "cpu":
+            cap = (self.config.memory_limit_mb + _CPU_ADDRESS_SPACE_EXTRA_MB) << 20
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    def start(self) -> Channel:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        self.config.cache_dir.parent.joinpath("inductor").mkdir(parents=True, exist_ok=True)
+        with open(self.workdir / "stdout.log", "wb") as out, open(self.workdir / "stderr.log", "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", "rubric_rl.sandbox.worker", str(to_child_r), str(from_child_w)],
+                cwd=self.workdir,
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,
+                preexec_fn=self._limits,
+            )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.channel = Channel(from_child_r, to_child_w, max_blob_bytes=self.config.max_message_mb << 20)
+        self._monitor = threading.Thread(target=self._watch_memory, name="worker-memory", daemon=True)
+        self._monitor.start()
+        return self.channel
+
+    def _group_rss_mb(self) -> float:
+        assert self.proc is not None
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return 0.0
+        total = 0
+        for p in procs:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total / (1 << 20)
+
+    def _watch_memory(self) -> None:
+        while not self._stop_monitor.wait(0.05):
+            if self.proc is None or self.proc.poll() is not None:
+                return
+            rss = self._group_rss_mb()
+            self.peak_rss_mb = max(self.peak_rss_mb, rss)
+            if rss > self.config.memory_limit_mb:
+                self.memory_exceeded = True
+                self.kill()
+                return
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait(self, timeout: float = 10.0) -> int | None:
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait()
+
+    def describe_exit(self) -> str:
+        """How the worker ended, in words, with the end of its stderr."""
+        code = self.wait(timeout=5.0)
+        if self.memory_exceeded:
+            what = f"memory limit exceeded (resident memory over {self.config.memory_limit_mb} MB)"
+        elif code is None:
+            what = "worker did not start"
+        elif code < 0:
+            sig = signal.Signals(-code)
+            what = f"worker killed by {sig.name} ({_SIGNAL_WORDS.get(sig, 'signal')})"
+        else:
+            what = f"worker exited with status {code} before finishing"
+        tail = self.stderr_tail()
+        return f"{what}; stderr: {tail}" if tail else what
+
+    def stderr_tail(self, limit: int = 1200) -> str:
+        try:
+            data = (self.workdir / "stderr.log").read_bytes()[-limit:]
+        except OSError:
+            return ""
+        lines = [ln for ln in data.decode(errors="replace").splitlines() if ln.strip() and "Warning" not in ln]
+        return " | ".join(lines[-6:])[-limit:]
+
+    def close(self) -> None:
+        self._stop_monitor.set()
+        self.kill()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.channel is not None:
+            self.channel.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> WorkerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

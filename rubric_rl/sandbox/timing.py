@@ -1,0 +1,86 @@
+"""Timing protocol: eager, torch.compile and the candidate, interleaved, on fresh inputs, in one worker.
+
+Each round draws fresh inputs from the task's ``get_inputs()`` (a result cache keyed on pointers or content
+never hits), gives each model its own copy, and times the models in an order that rotates between rounds, so
+drift and order effects fall on all of them alike. Around every timed call: the cache is flushed (GPU: a
+buffer of twice the L2 is overwritten), the device is synchronised as a whole, the host clock is read, the
+call runs, the device is synchronised as a whole again (work the candidate put on other streams counts) and
+the clock is read. The outputs of a round stay alive until every model of the round has run, so no model is
+handed another's freed results, and are poisoned before they are freed. Some rounds, chosen at random, send
+the candidate's and eager's outputs to the evaluator for comparison: a candidate that is only correct while
+it is being checked fails there.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from rubric_rl.sandbox.verdict import TimingStats
+
+
+def choose_checked_rounds(n_rounds: int, n_checked: int, seed: int) -> set[int]:
+    if n_checked <= 0 or n_rounds <= 0:
+        return set()
+    rng = random.Random(seed)
+    picks = set(rng.sample(range(n_rounds), min(n_checked, n_rounds)))
+    picks.add(n_rounds - 1)  # the last round too: a candidate that degrades late is caught
+    return picks
+
+
+def run_rounds(
+    models: dict[str, Callable[..., Any]],
+    *,
+    make_inputs: Callable[[int], list[Any]],
+    clone: Callable[[list[Any]], list[Any]],
+    backend: Any,
+    n_rounds: int,
+    n_warmup: int,
+    checked_rounds: set[int],
+    on_checked_round: Callable[[int, dict[str, Any]], None],
+    after_round: Callable[[dict[str, Any]], None],
+) -> dict[str, list[float]]:
+    """Time every model ``n_rounds`` times; returns milliseconds per model. Runs inside the worker."""
+    names = list(models)
+    warm = make_inputs(-1)
+    for name in names:
+        for _ in range(n_warmup):
+            out = models[name](*clone(warm))
+            backend.synchronize()
+            after_round({name: out})
+    del warm
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(n_rounds):
+        inputs = make_inputs(r)
+        order = names[r % len(names) :] + names[: r % len(names)]
+        outputs: dict[str, Any] = {}
+        for name in order:
+            x = clone(inputs)
+            backend.flush_cache()
+            backend.synchronize()
+            t0 = backend.now_ns()
+            outputs[name] = models[name](*x)
+            backend.synchronize()
+            times[name].append((backend.now_ns() - t0) / 1e6)
+            del x
+        if r in checked_rounds:
+            on_checked_round(r, outputs)
+        after_round(outputs)
+        del outputs, inputs
+    return times
+
+
+def summarize(ms: list[float]) -> TimingStats:
+    qs = statistics.quantiles(ms, n=10) if len(ms) >= 2 else [ms[0]] * 9
+    return TimingStats(
+        n=len(ms),
+        median_ms=statistics.median(ms),
+        mean_ms=statistics.fmean(ms),
+        std_ms=statistics.pstdev(ms) if len(ms) > 1 else 0.0,
+        min_ms=min(ms),
+        max_ms=max(ms),
+        p10_ms=qs[0],
+        p90_ms=qs[-1],
+    )

@@ -1,0 +1,160 @@
+"""The Verdict: what the sandbox concluded about one candidate.
+
+It is the one record every later stage reads (rule reward, judge, Verifier feedback, reports); nothing
+downstream re-runs the candidate. It is returned for every candidate and never raised. The schema is
+documented field by field here and summarised in the README.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "hack"]
+FindingSource = Literal["static", "native", "runtime", "protocol", "kernels", "build"]
+
+SCHEMA_VERSION = 1
+
+
+class Finding(BaseModel):
+    """One anti-hacking rule that fired, with the evidence a person or a judge can check."""
+
+    rule: str = Field(description="Stable rule id, e.g. 'static.torch_compute_call' or 'runtime.aten_fallback'.")
+    severity: Literal["error", "warn"] = Field(description="error: the status is 'hack'; warn: recorded only.")
+    source: FindingSource = Field(description="Which layer found it.")
+    message: str = Field(description="What the rule saw, in one sentence.")
+    line: int | None = Field(default=None, description="Line in the candidate program, where it has one.")
+    evidence: str = Field(default="", description="The offending code, ops or values (bounded).")
+
+
+class TrialResult(BaseModel):
+    """One correctness trial: the candidate's outputs against the reference's on the same inputs."""
+
+    index: int
+    distribution: str = Field(description="'task' (get_inputs as written), 'signed', 'heavy_tailed' or 'timed'.")
+    seed: int
+    passed: bool
+    skipped: str | None = Field(default=None, description="Why the trial was not run (e.g. reference not finite).")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatched: int | None = Field(default=None, description="Elements outside tolerance (NaN counts).")
+    numel: int | None = None
+    error: str | None = Field(default=None, description="Shape/dtype/type mismatch or another reason it failed.")
+
+
+class TimingStats(BaseModel):
+    """Statistics of one model's timed calls, milliseconds."""
+
+    n: int
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    p10_ms: float
+    p90_ms: float
+
+    @property
+    def cv(self) -> float:
+        return self.std_ms / self.mean_ms if self.mean_ms > 0 else 0.0
+
+
+class Timings(BaseModel):
+    """Eager, torch.compile and candidate timings, measured interleaved in one worker on the same inputs."""
+
+    timer: Literal["host_sync", "host"] = Field(
+        description="host_sync: host clock between device-wide synchronisations (GPU); host: host clock (CPU)."
+    )
+    candidate: TimingStats | None = None
+    eager: TimingStats | None = None
+    compile: TimingStats | None = None
+    compile_mode: str | None = None
+    compile_warmup_s: float | None = Field(default=None, description="torch.compile's first call, seconds.")
+    baseline_source: Literal["measured", "reused"] = Field(
+        default="measured", description="reused: compile timing taken from the task's cached baseline."
+    )
+    eager_drift: float | None = Field(
+        default=None, description="Eager median now over the cached baseline's eager median (reused baselines)."
+    )
+    l2_flush: bool = False
+
+
+class KernelLaunch(BaseModel):
+    """A GPU kernel seen by the profiler during one candidate forward."""
+
+    name: str
+    owner: Literal["candidate", "library", "torch"] = Field(
+        description="candidate: a __global__ of the candidate's sources; library: cuBLAS/cuDNN/CUTLASS...; "
+        "torch: ATen's own kernels."
+    )
+    calls: int
+    total_us: float
+
+
+class ExtensionBuild(BaseModel):
+    name: str
+    key: str = Field(description="Content address in the build cache.")
+    ok: bool
+    cached: bool
+    seconds: float = Field(description="Build time; for a cache hit, the time of the original build.")
+    split_sources: bool = Field(default=False, description="The torch glue was moved out of the .cu (faster build).")
+    dropped_flags: list[str] = Field(default_factory=list, description="Candidate flags the evaluator refused.")
+
+
+class StageDurations(BaseModel):
+    static_s: float = 0.0
+    build_s: float = 0.0
+    load_s: float = 0.0
+    correctness_s: float = 0.0
+    timing_s: float = 0.0
+    total_s: float = 0.0
+
+
+class Environment(BaseModel):
+    backend: str
+    torch: str
+    python: str
+    device: str
+    arch: str | None = None
+    cuda: str | None = None
+    host: str
+    rubric_rl: str
+
+
+class Verdict(BaseModel):
+    """What the sandbox concluded about one candidate. Returned for every candidate; never raised."""
+
+    schema_version: int = SCHEMA_VERSION
+    status: Status
+    task_id: str | None = None
+    candidate_sha256: str
+    errors: list[str] = Field(default_factory=list, description="Digested, bounded messages, most important first.")
+    compile_log: str | None = Field(default=None, description="Digest of the compiler's errors (compile_error).")
+    findings: list[Finding] = Field(default_factory=list)
+    trials: list[TrialResult] = Field(default_factory=list)
+    timings: Timings | None = None
+    speedup_eager: float | None = Field(default=None, description="Eager median / candidate median (correct only).")
+    speedup_compile: float | None = Field(default=None, description="Compile median / candidate median.")
+    kernels: list[KernelLaunch] = Field(default_factory=list)
+    own_kernel_time_share: float | None = Field(
+        default=None, description="Share of the forward's GPU kernel time in the candidate's own kernels."
+    )
+    aten_ops: dict[str, int] = Field(
+        default_factory=dict, description="ATen ops the candidate's forward caused (one guarded call), with counts."
+    )
+    builds: list[ExtensionBuild] = Field(default_factory=list)
+    task_flags: list[str] = Field(
+        default_factory=list, description="Properties of the task, e.g. 'degenerate: zeros pass the tolerance'."
+    )
+    infra_error: str | None = Field(
+        default=None,
+        description="Set when the evaluator, not the candidate, failed (lost GPU, missing compiler). The status is "
+        "then 'runtime_error' and rewards must mask the sample rather than score it.",
+    )
+    durations: StageDurations = Field(default_factory=StageDurations)
+    environment: Environment | None = None
+
+    @property
+    def hack_rules(self) -> list[str]:
+        return [f.rule for f in self.findings if f.severity == "error"]

@@ -1,0 +1,458 @@
+"""The execution worker: one candidate against its reference, in a fresh process the evaluator started.
+
+Run as ``python -m rubric_rl.sandbox.worker READ_FD WRITE_FD`` by ``rubric_rl.sandbox.process``; it talks to
+the evaluator over those two pipes (``rubric_rl.sandbox.protocol``) and nothing else.
+
+What it protects against: the candidate seeing the reference's results (they are computed, sent to the
+evaluator and poisoned before the candidate is imported; each model gets its own copy of the inputs);
+the candidate judging itself (outputs are compared by the evaluator, in another process); the candidate
+building its own way (``load_inline`` is replaced: builds are requested from the evaluator, which owns the
+flags and the cache); in-process tampering (integrity snapshots, the audit hook, the dispatch-level op
+recorder). What it does not protect against: native code acting directly on the process or the machine. The
+native source checks refuse the obvious routes; the process boundary, the temporary directory and the
+resource limits bound the rest; run the evaluator in a container for hostile code.
+
+The phases, in order: reference (trusted), load (candidate imported), correctness, then, only if the evaluator
+asks, timing and a kernel profile. Any exception from candidate code ends the worker with an ``error``
+message naming the phase; the evaluator turns it, or the worker's death, into a Verdict.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import time
+import traceback
+import types
+from typing import Any
+
+from rubric_rl.sandbox.protocol import Channel, pack_tensors
+
+MAX_ERROR_CHARS = 2000
+
+
+class CandidateError(Exception):
+    """The candidate (or the task) raised; carries the phase and a digested traceback."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.message = message
+
+
+def _digest_exception(exc: BaseException, filename: str | None = None) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if filename:
+        own = [f for f in frames if f.filename == filename]
+        if own:
+            where = f" (candidate line {own[-1].lineno}: {(own[-1].line or '').strip()[:120]})"
+    text = f"{type(exc).__name__}: {exc}".strip()
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS // 2] + " ... " + text[-MAX_ERROR_CHARS // 2 :]
+    return text + where
+
+
+def load_module(name: str, source: str) -> types.ModuleType:
+    filename = f"{name}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+class Worker:
+    def __init__(self, chan: Channel, setup: dict[str, Any]) -> None:
+        import torch
+
+        from rubric_rl.sandbox.audit import AuditGuard
+        from rubric_rl.sandbox.backends import make_backend
+        from rubric_rl.sandbox.config import SandboxConfig
+
+        self.torch = torch
+        self.chan = chan
+        self.cfg = SandboxConfig.model_validate(setup["config"])
+        self.reference_source: str = setup["reference"]
+        self.candidate_source: str = setup["candidate"]
+        self.reuse_compile: bool = bool(setup.get("reuse_compile_baseline", False))
+        self.backend = make_backend(self.cfg.backend)
+        self.device = self.backend.device
+        self.audit = AuditGuard(os.getcwd(), [str(self.cfg.cache_dir)])
+        self.stage = "setup"
+        self.extensions: list[dict[str, Any]] = []
+
+    # ---- the evaluator's load_inline -------------------------------------------------------------------------
+    def _load_inline(self, *args: Any, **kwargs: Any) -> Any:
+        import importlib.util
+
+        from rubric_rl.sandbox.extension import SpecError, spec_from_call
+
+        try:
+            spec = spec_from_call(args, kwargs)
+        except SpecError as e:
+            self.chan.send("build", {"spec_error": str(e)})
+            raise RuntimeError(str(e)) from None
+        self.chan.send("build", {"spec": spec.model_dump()})
+        reply = self.chan.recv()
+        if reply.type != "built" or not reply.body.get("ok"):
+            raise RuntimeError(f"extension {spec.name!r} did not build")
+        library, module_name = reply.body["library"], reply.body["module_name"]
+        was_armed, self.audit.armed = self.audit.armed, False  # our own import of the built library
+        try:
+            import_spec = importlib.util.spec_from_file_location(module_name, library)
+            if import_spec is None or import_spec.loader is None:
+                raise RuntimeError(f"cannot load {library}")
+            module = importlib.util.module_from_spec(import_spec)
+            import_spec.loader.exec_module(module)
+        finally:
+            self.audit.armed = was_armed
+        self.extensions.append({"name": spec.name, "module": module_name})
+        return module
+
+    def _refuse_load(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("torch.utils.cpp_extension.load is not available in the sandbox; use load_inline")
+
+    # ---- phases ----------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        torch = self.torch
+        self.backend.setup(memory_fraction=self.cfg.gpu_memory_fraction, threads=self.cfg.cpu_threads)
+        env = {"torch": torch.__version__, **self.backend.describe()}
+        self.chan.send("ready", {"env": env})
+        torch.set_grad_enabled(False)
+        self.audit.install()
+
+        self.stage = "reference"
+        try:
+            reference = load_module("reference", self.reference_source)
+            init_inputs = self._init_inputs(reference)
+            self.backend.seed(self.cfg.seed)
+            ref_model = reference.Model(*init_inputs).to(self.device)
+        except Exception as e:
+            raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+        trials = self._reference_trials(reference, ref_model)
+
+        if self.chan.recv().type != "load":
+            return
+        self.stage = "load"
+        from torch.utils import cpp_extension
+
+        from rubric_rl.sandbox.integrity import compare, take_snapshot
+
+        cpp_extension.load_inline = self._load_inline
+        cpp_extension.load = self._refuse_load
+        self._warm_up_guard()
+        snapshot = take_snapshot()
+        started = time.monotonic()
+        self.audit.armed = True
+        try:
+            candidate = load_module("candidate", self.candidate_source)
+            model_cls = getattr(candidate, "ModelNew", None)
+            if not isinstance(model_cls, type):
+                raise CandidateError("load", "the candidate program defines no class ModelNew")
+            self.backend.seed(self.cfg.seed)
+            new_model = model_cls(*init_inputs)
+            if isinstance(new_model, torch.nn.Module):
+                new_model = new_model.to(self.device)
+                matched = self._load_matching_state(ref_model, new_model)
+            else:
+                matched = 0
+            self.backend.synchronize()
+        except CandidateError:
+            raise
+        except Exception as e:
+            raise CandidateError("load", _digest_exception(e, "candidate.py")) from e
+        self.chan.send(
+            "loaded",
+            {
+                "load_s": time.monotonic() - started,
+                "state_matched": matched,
+                "extensions": self.extensions,
+                "integrity": compare(snapshot),
+                "audit": list(self.audit.violations),
+            },
+        )
+
+        self.stage = "correctness"
+        self._correctness(new_model, trials)
+        self.chan.send("trials_done", {"integrity": compare(snapshot), "audit": list(self.audit.violations)})
+        if self.chan.recv().type != "time":
+            return
+
+        self.stage = "timing"
+        self._timing(reference, ref_model, new_model, init_inputs, compare, take_snapshot)
+        if self.cfg.backend == "cuda" and self.cfg.profile_kernels:
+            self.stage = "profile"
+            self._profile(reference, new_model)
+        self.chan.send("done", {"audit": list(self.audit.violations)})
+
+    def _warm_up_guard(self) -> None:
+        """Run the op recorder once before arming: its first use imports parts of torch lazily."""
+        from rubric_rl.sandbox.guard import GuardedCall
+
+        torch = self.torch
+        one = torch.ones(2, device=self.device)
+        GuardedCall()(torch.add, one, one)
+        import torch._dynamo  # noqa: F401 - imported by dispatch modes and the profiler on first use
+
+    def _init_inputs(self, reference: types.ModuleType) -> list[Any]:
+        self.backend.seed(self.cfg.seed)
+        return list(reference.get_init_inputs())
+
+    def _load_matching_state(self, ref_model: Any, new_model: Any) -> int:
+        """Copy the reference's parameters and buffers into ModelNew wherever names and shapes match."""
+        ref_state = ref_model.state_dict()
+        new_state = new_model.state_dict()
+        matched = {k: v for k, v in ref_state.items() if k in new_state and new_state[k].shape == v.shape}
+        if matched:
+            new_model.load_state_dict(matched, strict=False)
+        return len(matched)
+
+    def _trial_plan(self) -> list[tuple[str, int]]:
+        plan = [("task", self.cfg.seed + i) for i in range(self.cfg.correctness_trials)]
+        plan += [(d, self.cfg.seed + 1000 + j) for j, d in enumerate(self.cfg.extra_distributions)]
+        return plan
+
+    def _reference_trials(self, reference: types.ModuleType, ref_model: Any) -> list[dict[str, Any]]:
+        """Reference outputs for every trial: sent to the evaluator, then poisoned, before the candidate loads."""
+        from rubric_rl.sandbox.inputs import (
+            clone_inputs,
+            describe,
+            flatten_outputs,
+            make_inputs,
+            poison,
+            same_bits,
+            to_host,
+        )
+
+        torch = self.torch
+        trials: list[dict[str, Any]] = []
+        meta: list[dict[str, Any]] = []
+        payload: list[list[Any]] = []
+        for index, (distribution, seed) in enumerate(self._trial_plan()):
+            try:
+                inputs = make_inputs(
+                    reference, seed=seed, device=self.device, distribution=distribution, backend_seed=self.backend.seed
+                )
+                x = clone_inputs(inputs)
+                out = flatten_outputs(ref_model(*x))
+                self.backend.synchronize()
+            except Exception as e:
+                raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+            finite = all(
+                bool(torch.isfinite(o).all())
+                for o in out
+                if isinstance(o, torch.Tensor) and (o.is_floating_point() or o.is_complex())
+            )
+            entry = {
+                "index": index,
+                "distribution": distribution,
+                "seed": seed,
+                "finite": finite,
+                "outputs": [describe(o) for o in out],
+                "mutates_inputs": not same_bits(x, inputs),
+            }
+            skip = distribution != "task" and not finite
+            if skip:
+                entry["skipped"] = "the reference is not finite on these inputs"
+            meta.append(entry)
+            payload.append([] if skip else [to_host(o) if isinstance(o, torch.Tensor) else None for o in out])
+            poison(out)
+            del out, x
+            if not skip:
+                trials.append({"index": index, "inputs": inputs, "mutates": entry["mutates_inputs"]})
+        self.chan.send("reference", {"trials": meta}, pack_tensors(payload))
+        del payload
+        self.backend.poison_free_memory()
+        return trials
+
+    def _correctness(self, new_model: Any, trials: list[dict[str, Any]]) -> None:
+        from rubric_rl.sandbox.guard import GuardedCall
+        from rubric_rl.sandbox.inputs import (
+            aliases,
+            clone_inputs,
+            describe,
+            flatten_outputs,
+            poison,
+            same_bits,
+            storage_spans,
+            to_host,
+        )
+
+        torch = self.torch
+        params = (
+            list(new_model.parameters()) + list(new_model.buffers()) if isinstance(new_model, torch.nn.Module) else []
+        )
+        for trial in trials:
+            x = clone_inputs(trial["inputs"])
+            spans_in = storage_spans(x)
+            guard = GuardedCall()
+            try:
+                out = flatten_outputs(guard(new_model, *x))
+                self.backend.synchronize()
+            except Exception as e:
+                raise CandidateError(f"correctness trial {trial['index']}", _digest_exception(e, "candidate.py")) from e
+            body = {
+                "index": trial["index"],
+                "outputs": [describe(o) for o in out],
+                "aliases_input": [aliases(o, spans_in) for o in out],
+                "aliases_parameter": [aliases(o, storage_spans(params)) for o in out],
+                "mutated_inputs": not same_bits(x, trial["inputs"]),
+                "ops": dict(guard.recorder.counts),
+                "downcasts": dict(guard.recorder.downcasts),
+                "guard_escaped": guard.escaped,
+            }
+            host = [to_host(o) for o in out]
+            self.chan.send("trial", body, pack_tensors(host))
+            poison(
+                [
+                    o
+                    for o, a, p in zip(out, body["aliases_input"], body["aliases_parameter"], strict=True)
+                    if not (a or p)
+                ]
+            )
+            del out, x, host
+
+    def _timing(
+        self,
+        reference: types.ModuleType,
+        ref_model: Any,
+        new_model: Any,
+        init_inputs: list[Any],
+        compare: Any,
+        take_snapshot: Any,
+    ) -> None:
+        from rubric_rl.sandbox.inputs import clone_inputs, flatten_outputs, make_inputs, poison, to_host
+        from rubric_rl.sandbox.timing import choose_checked_rounds, run_rounds
+
+        torch = self.torch
+        models: dict[str, Any] = {"eager": ref_model, "candidate": new_model}
+        compile_info: dict[str, Any] = {}
+        if self.cfg.compile_baseline and not self.reuse_compile:
+            self.audit.armed = False  # torch.compile spawns compiler processes and writes its cache: ours
+            try:
+                self.backend.seed(self.cfg.seed)
+                compiled = torch.compile(reference.Model(*init_inputs).to(self.device), mode=self.cfg.compile_mode)
+                self._load_matching_state(ref_model, compiled)
+                warm = make_inputs(
+                    reference,
+                    seed=self.cfg.seed + 5000,
+                    device=self.device,
+                    distribution="task",
+                    backend_seed=self.backend.seed,
+                )
+                started = time.monotonic()
+                compiled(*warm)
+                self.backend.synchronize()
+                compile_info["warmup_s"] = time.monotonic() - started
+                models["compile"] = compiled
+            except Exception as e:  # the baseline failing is not the candidate's fault: recorded, not fatal
+                compile_info["error"] = _digest_exception(e)
+            finally:
+                self.audit.armed = True
+        snapshot = take_snapshot()  # re-baseline: what torch.compile changed is ours
+
+        timing_seed = self.cfg.seed + 10_000
+        checked = choose_checked_rounds(self.cfg.perf_trials, self.cfg.checked_timed_outputs, timing_seed)
+        checked_payload: list[list[Any]] = []
+        checked_meta: list[dict[str, Any]] = []
+
+        def fresh(r: int) -> list[Any]:
+            return make_inputs(
+                reference, seed=timing_seed + r, device=self.device, distribution="task", backend_seed=self.backend.seed
+            )
+
+        def on_checked(r: int, outputs: dict[str, Any]) -> None:
+            cand = flatten_outputs(outputs["candidate"])
+            eager = flatten_outputs(outputs["eager"])
+            checked_meta.append({"round": r, "seed": timing_seed + r})
+            checked_payload.append([[to_host(o) for o in eager], [to_host(o) for o in cand]])
+
+        def release(outputs: dict[str, Any]) -> None:
+            for out in outputs.values():
+                poison(flatten_outputs(out))
+
+        try:
+            times = run_rounds(
+                models,
+                make_inputs=fresh,
+                clone=clone_inputs,
+                backend=self.backend,
+                n_rounds=self.cfg.perf_trials,
+                n_warmup=self.cfg.warmup_trials,
+                checked_rounds=checked,
+                on_checked_round=on_checked,
+                after_round=release,
+            )
+        except Exception as e:
+            raise CandidateError("timing", _digest_exception(e, "candidate.py")) from e
+        self.chan.send(
+            "timing",
+            {
+                "times_ms": times,
+                "compile": compile_info,
+                "checked": checked_meta,
+                "integrity": compare(snapshot),
+                "audit": list(self.audit.violations),
+            },
+            pack_tensors(checked_payload),
+        )
+
+    def _profile(self, reference: types.ModuleType, new_model: Any) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        from rubric_rl.sandbox.inputs import clone_inputs, make_inputs
+
+        x = clone_inputs(
+            make_inputs(
+                reference,
+                seed=self.cfg.seed + 20_000,
+                device=self.device,
+                distribution="task",
+                backend_seed=self.backend.seed,
+            )
+        )
+        self.audit.armed = False  # the profiler's own setup reads system files
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                self.audit.armed = True
+                new_model(*x)
+                self.backend.synchronize()
+                self.audit.armed = False
+            kernels = []
+            for evt in prof.key_averages():
+                device_us = float(
+                    getattr(evt, "self_device_time_total", 0.0) or getattr(evt, "self_cuda_time_total", 0.0)
+                )
+                if device_us <= 0:
+                    continue
+                kernels.append({"name": evt.key[:300], "calls": int(evt.count), "total_us": device_us})
+        except Exception as e:
+            self.chan.send("kernels", {"error": _digest_exception(e)})
+            return
+        finally:
+            self.audit.armed = True
+        self.chan.send("kernels", {"kernels": kernels})
+
+
+def main(argv: list[str]) -> int:
+    chan = Channel(int(argv[1]), int(argv[2]))
+    setup = chan.recv()
+    worker: Worker | None = None
+    try:
+        worker = Worker(chan, setup.body)
+        worker.run()
+    except CandidateError as e:
+        chan.send("error", {"stage": e.stage, "message": e.message, "task_error": e.stage == "reference"})
+    except BaseException as e:  # candidate code can raise anything, SystemExit and KeyboardInterrupt included
+        stage = worker.stage if worker is not None else "setup"
+        chan.send("error", {"stage": stage, "message": _digest_exception(e, "candidate.py"), "infra": stage == "setup"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown: candidate atexit handlers and CUDA teardown must not run
+
+
+if __name__ == "__main__":
+    main(sys.argv)
