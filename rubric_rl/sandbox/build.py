@@ -129,10 +129,11 @@ def toolchain_identity() -> dict[str, str]:
     }
 
 
-def build_key(prepared: PreparedBuild, mode: str = "full") -> str:
-    payload = {"build": prepared.model_dump(exclude={"dropped_flags"}), "toolchain": toolchain_identity(), "mode": mode}
+def build_key(prepared: PreparedBuild, mode: Literal["full", "objects"] = "full") -> str:
+    toolchain = dict(toolchain_identity())
     if not prepared.with_cuda:
-        payload["toolchain"] = {k: v for k, v in payload["toolchain"].items() if k != "nvcc"}
+        toolchain.pop("nvcc")
+    payload = {"build": prepared.model_dump(exclude={"dropped_flags"}), "toolchain": toolchain, "mode": mode}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -189,10 +190,13 @@ class BuildCache:
 class Builder:
     """Builds prepared extensions through the cache; safe to share between threads and processes."""
 
-    def __init__(self, cache_dir: Path, *, timeout_s: float = 600.0, jobs: int | None = None) -> None:
+    def __init__(
+        self, cache_dir: Path, *, timeout_s: float = 600.0, jobs: int | None = None, use_pch: bool = True
+    ) -> None:
         self.cache = BuildCache(cache_dir)
         self.timeout_s = timeout_s
         self.jobs = jobs
+        self.use_pch = use_pch
         self.stats = BuildStats()
 
     def build(
@@ -228,10 +232,22 @@ class Builder:
             prepared=prepared,
         )
 
-    def _compile(self, key: str, prepared: PreparedBuild, candidate: str | None, mode: str) -> BuildOutcome:
+    def _compile(
+        self, key: str, prepared: PreparedBuild, candidate: str | None, mode: Literal["full", "objects"]
+    ) -> BuildOutcome:
         build_dir = self.cache.new_build_dir(key)
         request = build_dir / "request.json"
-        request.write_text(json.dumps({"build": prepared.model_dump(), "build_dir": str(build_dir), "mode": mode}))
+        request.write_text(
+            json.dumps(
+                {
+                    "build": prepared.model_dump(),
+                    "build_dir": str(build_dir),
+                    "mode": mode,
+                    "pch_root": str(self.cache.root / "pch") if self.use_pch else None,
+                    "pch_timeout_s": self.timeout_s,
+                }
+            )
+        )
         env = dict(os.environ)
         env["TORCH_EXTENSIONS_DIR"] = str(build_dir)
         if prepared.arch_list:

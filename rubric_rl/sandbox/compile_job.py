@@ -1,11 +1,12 @@
 """One extension build, run as ``python -m rubric_rl.sandbox.compile_job REQUEST.json`` by the builder.
 
 It drives torch's own ``load_inline`` machinery (source assembly, bindings, ninja file, flags) into a build
-directory the builder chose, with two changes: the built library is not imported here (loading untrusted
+directory the builder chose, with these changes: the built library is not imported here (loading untrusted
 native code is the execution worker's business, inside its sandbox), and in ``objects`` mode only the object
 files are compiled (a compile-only check that needs no CUDA runtime and no GPU). It writes ``result.json``
-into the build directory. It runs in its own process group so that the builder can kill the whole compiler
-tree on timeout.
+into the build directory. With ``pch_root`` set, the host compiler loads a shared precompiled
+``torch/extension.h`` (see ``rubric_rl.sandbox.pch``). It runs in its own process group so that the builder
+can kill the whole compiler tree on timeout.
 """
 
 from __future__ import annotations
@@ -20,14 +21,42 @@ import time
 from pathlib import Path
 
 
-def _objects_only(build_directory: str, verbose: bool, error_prefix: str) -> None:
-    text = Path(build_directory, "build.ninja").read_text()
-    targets = re.findall(r"^build (\S+\.o): ", text, flags=re.MULTILINE)
-    proc = subprocess.run(
-        ["ninja", "-v", *targets], cwd=build_directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{error_prefix}: {proc.stdout.decode(errors='replace')}")
+def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
+    """Stands in for torch's ``_run_ninja_build``: optional PCH, optional objects-only, same error contract."""
+
+    def run(build_directory: str, verbose: bool, error_prefix: str) -> None:
+        text = Path(build_directory, "build.ninja").read_text()
+        main_cpp = Path(build_directory, "main.cpp")
+        if pch_root and main_cpp.exists() and main_cpp.read_text().startswith("#include <torch/extension.h>"):
+            from rubric_rl.sandbox.pch import ensure_pch, use_pch
+
+            include_dir = ensure_pch(Path(pch_root), text, pch_timeout_s)
+            if include_dir is not None:
+                use_pch(build_directory, include_dir)
+        targets = re.findall(r"^build (\S+\.o): ", text, flags=re.MULTILINE) if mode == "objects" else []
+        command = ["ninja", "-v", *targets]
+        if os.environ.get("MAX_JOBS"):
+            command += ["-j", os.environ["MAX_JOBS"]]
+        proc = subprocess.run(
+            command, cwd=build_directory, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"{error_prefix}: {proc.stdout.decode(errors='replace')}")
+
+    return run
+
+
+def find_cuda_home() -> str | None:
+    """The CUDA toolkit root: CUDA_HOME/CUDA_PATH, nvcc's installation, or /usr/local/cuda."""
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates += [str(Path(nvcc).resolve().parent.parent), str(Path(nvcc).parent.parent)]
+    candidates.append("/usr/local/cuda")
+    for c in candidates:
+        if c and Path(c, "include", "cuda_runtime.h").exists():
+            return c
+    return None
 
 
 def main(request_path: str) -> int:
@@ -47,18 +76,15 @@ def main(request_path: str) -> int:
     if not hasattr(ce, "_import_module_from_library") or not hasattr(ce, "_run_ninja_build"):
         raise RuntimeError("this torch's cpp_extension lacks the hooks rubric-rl builds through; update rubric-rl")
     ce._import_module_from_library = _record_instead_of_import
-    if request["mode"] == "objects":
-        ce._run_ninja_build = _objects_only
+    ce._run_ninja_build = _ninja_runner(request["mode"], request.get("pch_root"), request.get("pch_timeout_s", 600))
     if build["with_cuda"] and ce.CUDA_HOME is None:
-        nvcc = shutil.which("nvcc")
-        if nvcc is None:
+        cuda_home = find_cuda_home()
+        if cuda_home is None:
             Path(build_dir, "result.json").write_text(
-                json.dumps(
-                    {"ok": False, "infra_error": "no CUDA toolkit: nvcc is not on PATH and CUDA_HOME is not set"}
-                )
+                json.dumps({"ok": False, "infra_error": "no CUDA toolkit found (nvcc with include/cuda_runtime.h)"})
             )
             return 0
-        ce.CUDA_HOME = str(Path(nvcc).resolve().parent.parent)  # CPU torch: compile-only needs the toolkit only
+        ce.CUDA_HOME = cuda_home  # CPU torch: a compile-only check needs the toolkit, not a CUDA torch
     try:
         ce.load_inline(
             name=build["name"],

@@ -20,7 +20,10 @@ _GCC = re.compile(
     r"(?P<file>[^\s:()]+\.(?:cpp|cu|h|cuh)):(?P<line>\d+)(?::\d+)?:\s*(?P<kind>fatal error|error):\s*(?P<msg>.*)"
 )
 _NVCC = re.compile(r"(?P<file>[^\s:()]+\.(?:cu|cuh|cpp|h))\((?P<line>\d+)\):\s*(?P<kind>error)\s*:?\s*(?P<msg>.*)")
-_LINKER = re.compile(r"(undefined reference to .*|undefined symbol: .*|ld: .*|collect2: error: .*)")
+_LINKER = [
+    re.compile(p)
+    for p in (r"(undefined reference to .*)", r"(undefined symbol: .*)", r"ld: (.*)", r"(collect2: error: .*)")
+]
 _FILE_ROLE = {"main.cpp": "cpp source", "cuda.cu": "cuda source"}
 
 
@@ -76,7 +79,7 @@ def digest_compiler_output(log: str, source_map: SourceMap | None = None) -> str
             where = source_map.locate(name, int(m.group("line"))) if source_map else f"{name}:{m.group('line')}"
             entry = f"{where}: {m.group('kind')}: {m.group('msg').strip()}"
         else:
-            lm = _LINKER.search(line)
+            lm = next((m for m in (rx.search(line) for rx in _LINKER) if m), None)
             if not lm:
                 continue
             entry = f"link: {lm.group(1)}"

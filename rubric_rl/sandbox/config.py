@@ -80,7 +80,7 @@ class SandboxConfig(BaseModel):
     seed: int = Field(default=42, description="Seed for model construction and input generation.")
     correctness_trials: int = Field(default=5, ge=1, description="Trials on fresh get_inputs() draws.")
     extra_distributions: list[InputDistribution] = Field(
-        default_factory=lambda: ["signed", "heavy_tailed"],
+        default_factory=lambda: ["signed", "heavy_tailed"],  # type: ignore[arg-type]
         description="Extra correctness trials with floating inputs redrawn from these distributions, kept only "
         "where the reference output is finite on them.",
     )
@@ -115,6 +115,9 @@ class SandboxConfig(BaseModel):
         default=None, description="TORCH_CUDA_ARCH_LIST for builds, e.g. '9.0'; None: the visible device's."
     )
     build_jobs: int | None = Field(default=None, ge=1, description="ninja -j for one build; None: torch's default.")
+    use_pch: bool = Field(
+        default=True, description="Compile main.cpp against a shared precompiled torch/extension.h (GCC)."
+    )
     split_sources: bool = Field(
         default=True,
         description="Rewrite candidates whose .cu holds the torch glue into a kernel-only .cu plus a .cpp glue "

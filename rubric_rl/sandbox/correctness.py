@@ -102,6 +102,29 @@ def compare_outputs(
     )
 
 
+def compare_host_outputs(
+    cand: list[Any], ref: list[Any], config: SandboxConfig, *, index: int, distribution: str, seed: int
+) -> TrialResult:
+    """Compare two lists of CPU tensors (None where a value could not be read back)."""
+    meta = [_meta_of(v) for v in ref]
+    cand_meta = [_meta_of(v) if v is not None else {"kind": "other", "type": "unreadable"} for v in cand]
+    return compare_outputs(cand_meta, cand, meta, ref, config, index=index, distribution=distribution, seed=seed)
+
+
+def _meta_of(value: Any) -> dict[str, Any]:
+    if isinstance(value, torch.Tensor):
+        return {
+            "kind": "tensor",
+            "type": "torch.Tensor",
+            "plain": True,
+            "shape": list(value.shape),
+            "dtype": str(value.dtype),
+            "device": "host",
+            "layout": str(value.layout),
+        }
+    return {"kind": "scalar", "value": value}
+
+
 def degenerate_task_flags(trials: list[list[Any]], config: SandboxConfig) -> list[str]:
     """Why a task's correctness check would be weak: zeros or a constant pass, or outputs ignore the inputs."""
     flags: list[str] = []

@@ -21,7 +21,7 @@ from typing import Any
 from rubric_rl import __version__
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.correctness import compare_outputs, compare_tensor, degenerate_task_flags, tolerance_for
+from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
 from rubric_rl.sandbox.extension import ExtensionSpec, SpecError, prepare_build
 from rubric_rl.sandbox.guard import forbidden_ops
 from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
@@ -116,7 +116,9 @@ class Evaluator:
 
     def __init__(self, config: SandboxConfig, builder: Builder | None = None) -> None:
         self.config = config
-        self.builder = builder or Builder(config.cache_dir, timeout_s=config.build_timeout_s, jobs=config.build_jobs)
+        self.builder = builder or Builder(
+            config.cache_dir, timeout_s=config.build_timeout_s, jobs=config.build_jobs, use_pch=config.use_pch
+        )
 
     def evaluate(
         self,
@@ -441,21 +443,15 @@ class Evaluator:
         run.timings = timings
         run.durations.timing_s = sum(sum(v) for v in times.values()) / 1000.0
         for meta, (eager_out, cand_out) in zip(body.get("checked", []), checked, strict=False):
-            ok, detail = _same_outputs(cand_out, eager_out, cfg)
-            run.trials.append(
-                TrialResult(
-                    index=len(run.trials),
-                    distribution="timed",
-                    seed=int(meta["seed"]),
-                    passed=ok,
-                    error=None if ok else detail,
-                )
+            result = compare_host_outputs(
+                cand_out, eager_out, cfg, index=len(run.trials), distribution="timed", seed=int(meta["seed"])
             )
-            if not ok:
+            run.trials.append(result)
+            if not result.passed:
                 run.add_finding(
                     "protocol.timed_output_mismatch",
                     "protocol",
-                    f"timed round {meta['round']}: the candidate's output was wrong ({detail}) although "
+                    f"timed round {meta['round']}: the candidate's output was wrong ({result.error}) although "
                     "it passed the correctness trials",
                 )
         self._integrity(run, body)
@@ -521,20 +517,6 @@ class Evaluator:
                 rubric_rl=__version__,
             ),
         )
-
-
-def _same_outputs(cand: list[Any], ref: list[Any], config: SandboxConfig) -> tuple[bool, str]:
-    if len(cand) != len(ref):
-        return False, f"{len(cand)} outputs instead of {len(ref)}"
-    for i, (c, r) in enumerate(zip(cand, ref, strict=True)):
-        if r is None:
-            continue
-        if c is None or c.shape != r.shape or c.dtype != r.dtype:
-            return False, f"output {i} has the wrong type, shape or dtype"
-        bad, max_abs, _ = compare_tensor(c, r, tolerance_for(r.dtype, config))
-        if bad:
-            return False, f"output {i}: {bad} elements outside tolerance (max abs error {max_abs:.3g})"
-    return True, ""
 
 
 def _dedupe_findings(findings: list[Finding]) -> list[Finding]:

@@ -89,8 +89,10 @@ _LIBRARY_CALLS = {
     "curand": re.compile(r"\bcurand(?:Create|Generate|SetPseudo|Destroy)\w*\s*\("),
     "cufft": re.compile(r"\bcufft\w+\s*\("),
 }
-_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?(?:\w+\s+)*?(\w+)\s*\(")
-_TEMPLATE_KERNEL = re.compile(r"__global__\s+(?:[\w:<>,\s*&]+?\s+)?(\w+)\s*\(")
+_GLOBAL = re.compile(r"\b__global__\b")
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_FIRST_CALLABLE = re.compile(r"(\w+)\s*\(")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def strip_comments_and_strings(code: str) -> str:
@@ -103,11 +105,12 @@ def kernel_names(sources: list[str]) -> set[str]:
     names: set[str] = set()
     for src in sources:
         clean = strip_comments_and_strings(src)
-        for m in _KERNEL.finditer(clean):
-            names.add(m.group(1))
-        for m in _TEMPLATE_KERNEL.finditer(clean):
-            names.add(m.group(1))
-    return {n for n in names if n not in {"void", "static", "inline"}}
+        for m in _GLOBAL.finditer(clean):
+            head = _LAUNCH_BOUNDS.sub(" ", clean[m.end() : m.end() + 400])
+            name = _FIRST_CALLABLE.search(head)
+            if name:
+                names.add(name.group(1))
+    return names
 
 
 def _candidate_line(candidate: str | None, source: str, offset_line: int) -> int | None:
@@ -127,6 +130,8 @@ def check_native_sources(build: PreparedBuild, candidate: str | None, config: Sa
     disallowed = {lib: rx for lib, rx in _LIBRARY_CALLS.items() if lib not in config.policy.allowed_libraries}
     for src in sources:
         clean = strip_comments_and_strings(src)
+        # Include directives name their file in a literal: match them with only the comments removed.
+        no_comments = _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), src)
         checks: list[tuple[str, str, str, re.Pattern[str]]] = [*_RULES]
         checks += [
             ("native.library_call", "error", f"calls {lib} directly (not allowed by the policy)", rx)
@@ -136,7 +141,8 @@ def check_native_sources(build: PreparedBuild, candidate: str | None, config: Sa
             severity = config.policy.severity(rule, default)  # type: ignore[arg-type]
             if severity == "off":
                 continue
-            for m in rx.finditer(clean):
+            text = no_comments if rule in ("native.absolute_include", "native.os_headers") else clean
+            for m in rx.finditer(text):
                 line_in_source = clean.count("\n", 0, m.start()) + 1
                 line = _candidate_line(candidate, src, line_in_source)
                 key = (rule, line if line is not None else line_in_source)

@@ -123,7 +123,9 @@ def _head(item: _Item) -> str:
 
 
 def _split_params(params: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in params:
         if ch in "(<[":
             depth += 1

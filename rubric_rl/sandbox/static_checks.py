@@ -307,10 +307,12 @@ def _reference_uses_low_precision(reference: str | None) -> bool:
 
 
 def _model_new(tree: ast.Module) -> ast.ClassDef | None:
+    """The last top-level ModelNew (a later definition replaces an earlier one at import)."""
+    found = None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
-            return node
-    return None
+            found = node
+    return found
 
 
 def _calls_torch_compute(node: ast.AST, names: _Names) -> bool:
@@ -362,8 +364,8 @@ def _check(tree: ast.Module, source: str, config: SandboxConfig, reference: str 
         yield _finding("static.no_model_new", config, None, source)
     else:
         for base in model_new.bases:
-            q = names.qualname(base) or (base.id if isinstance(base, ast.Name) else "")
-            if q.rsplit(".", 1)[-1] == "Model" or (isinstance(base, ast.Name) and base.id == "Model"):
+            base_name = names.qualname(base) or (base.id if isinstance(base, ast.Name) else "")
+            if base_name.rsplit(".", 1)[-1] == "Model":
                 yield _finding(
                     "static.model_new_uses_model",
                     config,

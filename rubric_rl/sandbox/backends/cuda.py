@@ -13,7 +13,7 @@ class CudaBackend(DeviceBackend):
     timer = "host_sync"
 
     def __init__(self) -> None:
-        self._flush_buffer = None
+        self._flush_buffer: Any = None
 
     def setup(self, *, memory_fraction: float, threads: int | None) -> None:
         import torch

@@ -1,0 +1,252 @@
+"""The ``rubric-rl`` command. Each subcommand is thin: it parses flags, builds typed configs, calls the library,
+and prints (a rich table, or JSON with ``--json``). Heavy imports happen inside commands so ``--help`` is fast.
+
+Exit codes: 0 when the command did its job (a Verdict was reached, whatever it says); 2 for bad usage or
+unreadable inputs, with a message naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
+tasks_app = typer.Typer(no_args_is_help=True, help="List and inspect task sources (KernelBench, JSONL, HF datasets).")
+skills_app = typer.Typer(no_args_is_help=True, help="Skill cards (generate, refine): list, render prompts, parse.")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(skills_app, name="skills")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead of tables.")]
+
+
+def fail(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", err=True, fg=typer.colors.RED)
+    return typer.Exit(code=2)
+
+
+def _console():  # deferred: rich is quick, but keep --help free of it
+    from rich.console import Console
+
+    return Console()
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise fail(f"{what} {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise fail(f"cannot read {what} {path}: {e}") from None
+
+
+def _load_tasks(source: str, levels: list[int] | None, ids: str | None, names: list[str] | None):
+    from rubric_rl.tasks import TaskError, filter_tasks, load_tasks
+
+    try:
+        tasks = load_tasks(source)
+        return filter_tasks(tasks, levels=levels, ids=ids, names=names)
+    except (TaskError, ValueError) as e:
+        raise fail(str(e)) from None
+
+
+# ---- tasks ---------------------------------------------------------------------------------------------------
+@tasks_app.command("list")
+def tasks_list(
+    source: Annotated[str, typer.Option(help="KernelBench checkout, problems .jsonl, or hf:<dataset>.")],
+    level: Annotated[list[int] | None, typer.Option(help="Keep these levels (repeatable).")] = None,
+    ids: Annotated[str | None, typer.Option(help="Problem-id ranges, e.g. '1-10,15'.")] = None,
+    name: Annotated[list[str] | None, typer.Option(help="Name glob or substring (repeatable).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the tasks of a source, filtered."""
+    tasks = _load_tasks(source, level, ids, name)
+    if as_json:
+        for t in tasks:
+            typer.echo(json.dumps(t.model_dump(exclude={"code"})))
+        return
+    from rubric_rl.reporting import tasks_table
+
+    console = _console()
+    console.print(tasks_table(tasks))
+    console.print(f"{len(tasks)} task(s)")
+
+
+@tasks_app.command("show")
+def tasks_show(
+    task_id: Annotated[str, typer.Argument(help="Task id, e.g. L3-1.")],
+    source: Annotated[str, typer.Option(help="KernelBench checkout, problems .jsonl, or hf:<dataset>.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Print one task's reference program."""
+    tasks = [t for t in _load_tasks(source, None, None, None) if t.id == task_id]
+    if not tasks:
+        raise fail(f"no task {task_id} in {source}")
+    typer.echo(tasks[0].model_dump_json(indent=2) if as_json else tasks[0].code)
+
+
+# ---- skills --------------------------------------------------------------------------------------------------
+@skills_app.command("list")
+def skills_list(as_json: JsonFlag = False) -> None:
+    """The bundled skill cards."""
+    from rubric_rl.skills import bundled_skills, load_skill
+
+    cards = [load_skill(p) for p in bundled_skills()]
+    if as_json:
+        for c in cards:
+            typer.echo(
+                json.dumps({"name": c.name, "version": c.version, "description": c.description, "inputs": c.inputs})
+            )
+        return
+    for c in cards:
+        typer.echo(f"{c.name} (v{c.version}): {c.description}  [inputs: {', '.join(c.inputs)}]")
+
+
+@skills_app.command("render")
+def skills_render(
+    skill: Annotated[str, typer.Option(help="Skill card: a bundled name (generate, refine) or a path.")],
+    reference: Annotated[Path, typer.Option(help="Reference program (.py).")],
+    backend: Annotated[str, typer.Option(help="cuda or cpu.")] = "cuda",
+    candidate: Annotated[Path | None, typer.Option(help="Current program (refine).")] = None,
+    feedback: Annotated[Path | None, typer.Option(help="Feedback text (refine).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print the chat messages a skill card makes for one reference program."""
+    from rubric_rl.skills import SkillCardError, load_skill
+
+    try:
+        card = load_skill(skill)
+        messages = card.render(
+            reference=_read_text(reference, "reference"),
+            backend=backend,  # type: ignore[arg-type]
+            candidate=_read_text(candidate, "candidate") if candidate else None,
+            feedback=_read_text(feedback, "feedback") if feedback else None,
+        )
+    except (SkillCardError, FileNotFoundError, ValueError, KeyError) as e:
+        raise fail(str(e)) from None
+    if as_json:
+        typer.echo(json.dumps(messages, indent=2))
+        return
+    for m in messages:
+        typer.secho(f"--- {m['role']} ---", bold=True)
+        typer.echo(m["content"])
+
+
+@skills_app.command("extract")
+def skills_extract(
+    response: Annotated[Path, typer.Argument(help="A coder's response (text or Markdown).")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Extract the candidate program from a coder's response, or say precisely why it cannot be."""
+    from rubric_rl.skills import extract_program
+
+    result = extract_program(_read_text(response, "response"))
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+    elif result.ok:
+        typer.echo(result.program, nl=False)
+        for note in result.notes:
+            typer.secho(f"note: {note}", err=True, fg=typer.colors.YELLOW)
+    else:
+        typer.secho(f"no program ({result.error_code}): {result.error}", err=True, fg=typer.colors.RED)
+    if not result.ok:
+        raise typer.Exit(code=1)
+
+
+# ---- verify --------------------------------------------------------------------------------------------------
+def sandbox_config(
+    device: str | None,
+    config_file: Path | None,
+    overrides: dict[str, Any],
+):
+    """SandboxConfig from a YAML file (optional), then CLI overrides; errors name the field."""
+    import yaml
+    from pydantic import ValidationError
+
+    from rubric_rl.sandbox import SandboxConfig
+
+    data: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            data = yaml.safe_load(_read_text(config_file, "config")) or {}
+        except yaml.YAMLError as e:
+            raise fail(f"{config_file}: not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise fail(f"{config_file}: expected a mapping of SandboxConfig fields")
+    if device is None and "backend" not in data:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device is not None:
+        data["backend"] = device
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SandboxConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise fail(f"config field {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
+
+
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda if available).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="YAML file of SandboxConfig fields.")]
+
+
+@app.command()
+def verify(
+    reference: Annotated[Path, typer.Argument(help="Reference program: Model, get_inputs, get_init_inputs.")],
+    candidate: Annotated[Path, typer.Argument(help="Candidate program: ModelNew with load_inline kernels.")],
+    device: DeviceOpt = None,
+    trials: Annotated[int | None, typer.Option(help="Correctness trials on fresh inputs (default 5).")] = None,
+    perf_trials: Annotated[int | None, typer.Option(help="Timed calls per model (default 100).")] = None,
+    timing: Annotated[bool, typer.Option(help="Measure speed against eager (and compile).")] = True,
+    compile_baseline: Annotated[bool, typer.Option("--compile/--no-compile", help="Time torch.compile too.")] = True,
+    compile_mode: Annotated[str | None, typer.Option(help="torch.compile mode of the baseline.")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Build cache directory.")] = None,
+    config: ConfigOpt = None,
+    out: Annotated[Path | None, typer.Option(help="Also write the Verdict JSON here.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Evaluate one candidate against its reference and print the Verdict."""
+    ref_text = _read_text(reference, "reference")
+    cand_text = _read_text(candidate, "candidate")
+    from rubric_rl.tasks import TaskError, check_reference_source
+
+    try:
+        check_reference_source(ref_text, str(reference))
+    except TaskError as e:
+        raise fail(str(e)) from None
+    cfg = sandbox_config(
+        device,
+        config,
+        {
+            "correctness_trials": trials,
+            "perf_trials": perf_trials,
+            "measure_performance": timing,
+            "compile_baseline": compile_baseline,
+            "compile_mode": compile_mode,
+            "cache_dir": cache_dir,
+        },
+    )
+    from rubric_rl.sandbox import Evaluator
+
+    verdict = Evaluator(cfg).evaluate(ref_text, cand_text, task_id=reference.stem)
+    text = verdict.model_dump_json(indent=2)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    if as_json:
+        typer.echo(text)
+    else:
+        from rubric_rl.reporting import verdict_panel
+
+        _console().print(verdict_panel(verdict, title=f"{reference.name} <- {candidate.name}"))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The whole sandbox on the cpu backend, with real C++ extensions: every way a candidate can end."""
+
+from pathlib import Path
+
+import pytest
+
+from rubric_rl.sandbox import Evaluator, SandboxConfig
+
+pytestmark = pytest.mark.slow
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
+
+
+@pytest.fixture(scope="module")
+def reference(examples_dir: Path) -> str:
+    return (examples_dir / "fused_add_relu" / "reference.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def evaluator(build_cache: Path) -> Evaluator:
+    return Evaluator(SandboxConfig(backend="cpu", cache_dir=build_cache, perf_trials=15, warmup_trials=2,
+                                   compile_baseline=False, run_timeout_s=120))
+
+
+def with_overrides(evaluator: Evaluator, **overrides) -> Evaluator:
+    cfg = SandboxConfig.model_validate({**evaluator.config.model_dump(), **overrides})
+    return Evaluator(cfg, builder=evaluator.builder)
+
+
+def run(evaluator: Evaluator, reference: str, program: Path, **overrides):
+    if overrides:
+        evaluator = with_overrides(evaluator, **overrides)
+    return evaluator.evaluate(reference, program.read_text(), task_id=program.stem)
+
+
+def test_correct_candidate(evaluator, reference, examples_dir):
+    v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_correct.py")
+    assert v.status == "correct", v.errors
+    assert [t.distribution for t in v.trials[:7]] == ["task"] * 5 + ["signed", "heavy_tailed"]
+    assert all(t.passed and t.max_abs_error == 0 for t in v.trials)
+    assert v.timings is not None and v.timings.candidate.n == 15 and v.timings.eager.n == 15
+    assert v.speedup_eager is not None and v.speedup_eager > 0
+    assert v.builds and v.builds[0].ok
+    assert set(v.aten_ops) <= {"empty_like", "clone", "contiguous"}
+    assert v.findings == []
+    assert v.environment.backend == "cpu"
+
+
+def test_incorrect_candidate(evaluator, reference, examples_dir):
+    v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_wrong.py")
+    assert v.status == "incorrect"
+    assert not v.trials[0].passed and v.trials[0].mismatched > 0
+    assert v.speedup_eager is None and v.timings is None
+    assert "outside tolerance" in v.errors[0]
+
+
+def test_compile_error_maps_to_candidate_line(evaluator, reference, examples_dir):
+    v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_compile_error.py")
+    assert v.status == "compile_error"
+    assert v.compile_log.startswith("candidate line 17: error:")
+    assert v.builds[0].ok is False
+
+
+def test_python_syntax_error_is_a_compile_error(evaluator, reference):
+    v = evaluator.evaluate(reference, "class ModelNew(:\n    pass\n")
+    assert v.status == "compile_error" and "SyntaxError" in v.compile_log
+
+
+@pytest.mark.parametrize(
+    "program, status, words",
+    [
+        ("fault_segfault.py", "runtime_error", "SIGSEGV (segmentation fault)"),
+        ("fault_exit_zero_native.py", "runtime_error", "exited with status 0 before finishing"),
+        ("fault_raises.py", "runtime_error", "ValueError: the candidate gave up (candidate line"),
+    ],
+)
+def test_failures_become_verdicts_and_the_next_evaluation_works(evaluator, reference, program, status, words):
+    v = run(evaluator, reference, PROGRAMS / program)
+    assert v.status == status, v.errors
+    assert any(words in e for e in v.errors), v.errors
+    assert run(evaluator, reference, PROGRAMS / "fault_honest.py").status == "correct"
+
+
+def test_hang_is_a_timeout(evaluator, reference):
+    v = run(evaluator, reference, PROGRAMS / "fault_hang.py", run_timeout_s=15)
+    assert v.status == "timeout"
+    assert "stage: correctness" in v.errors[0]
+
+
+def test_python_exit_zero_is_not_success(evaluator, reference):
+    # The static rule would call this a hack before it runs; switch it off to exercise the runtime path.
+    v = run(evaluator, reference, PROGRAMS / "fault_exit_zero_python.py",
+            policy={"rules": {"static.forbidden_import": "off"}})
+    assert v.status == "runtime_error"
+    assert "exited with status 0 before finishing" in v.errors[0]
+
+
+def test_memory_blowup_is_killed(evaluator, reference):
+    v = run(evaluator, reference, PROGRAMS / "fault_memory_blowup.py", memory_limit_mb=1024)
+    assert v.status == "runtime_error"
+    assert "memory" in v.errors[0].lower(), v.errors
+
+
+def test_build_failure_is_final_even_when_the_candidate_catches_it(evaluator, reference, examples_dir):
+    """A candidate that catches its failed build and falls back to PyTorch is still a compile error."""
+    broken = (examples_dir / "fused_add_relu" / "candidate_compile_error.py").read_text()
+    sneaky = broken.replace("fused = load_inline(", "try:\n    fused = load_inline(").replace(
+        '    extra_ldflags=["-fopenmp"],\n)', '    extra_ldflags=["-fopenmp"],\n)\nexcept Exception:\n    fused = None'
+    ).replace("        return fused.fused_add_relu_scale(x, y, self.scale)",
+              "        if fused is None:\n            return torch.relu(x + y) * self.scale\n"
+              "        return fused.fused_add_relu_scale(x, y, self.scale)")
+    assert "except Exception" in sneaky
+    lenient = with_overrides(evaluator, policy={"rules": {"static.fallback_try_except": "off"}})
+    v = lenient.evaluate(reference, sneaky)
+    assert v.status == "compile_error", (v.status, v.errors)

@@ -1,0 +1,56 @@
+import pytest
+
+from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.extension import SpecError, prepare_build, spec_from_call
+
+
+def spec(**kw):
+    base = {"name": "ext", "cpp_sources": "int f();", "functions": ["f"]}
+    base.update(kw)
+    return spec_from_call((), base)
+
+
+def test_positional_and_keyword_arguments():
+    s = spec_from_call(("ext", "cpp", "cu"), {"functions": "f", "extra_cuda_cflags": ["-O2"]})
+    assert (s.name, s.cpp_sources, s.cuda_sources, s.functions) == ("ext", ["cpp"], ["cu"], ["f"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"name": "bad name"}, "valid identifier"),
+        ({"cpp_sources": 3}, "cpp_sources must be a string"),
+        ({"functions": 5}, "functions must be"),
+        ({"sycl_sources": "x"}, "sycl_sources are not supported"),
+        ({"bogus": 1}, "unexpected keyword"),
+    ],
+)
+def test_bad_calls(kwargs, message):
+    with pytest.raises(SpecError, match=message):
+        spec(**kwargs)
+
+
+def test_evaluator_owns_flags():
+    cfg = SandboxConfig(backend="cuda", split_sources=False)
+    s = spec(cuda_sources="__global__ void k(){}", extra_cuda_cflags=["-O0", "-arch=sm_80", "--use_fast_math",
+                                                                        "-Xptxas", "-v", "-I/etc"],
+             extra_ldflags=["-lcublas", "-lcuda"], extra_include_paths=["/home/secret"])
+    b = prepare_build(s, cfg, "9.0")
+    assert b.cuda_cflags == ["-O3", "--use_fast_math", "-Xptxas=-v"]
+    assert b.ldflags == ["-lcuda"]
+    assert set(b.dropped_flags) == {"-O0", "-arch=sm_80", "-I/etc", "-lcublas", "include path /home/secret"}
+    assert b.arch_list == "9.0"
+    allowed = SandboxConfig(backend="cuda", split_sources=False, policy={"allowed_libraries": ["cublas"]})
+    assert "-lcublas" in prepare_build(s, allowed, "9.0").ldflags
+
+
+def test_cpu_backend_rejects_cuda_sources():
+    with pytest.raises(SpecError, match="cannot be built for the cpu backend"):
+        prepare_build(spec(cuda_sources="__global__ void k(){}"), SandboxConfig(backend="cpu"), None)
+    b = prepare_build(spec(extra_cflags=["-fopenmp", "-march=native"]), SandboxConfig(backend="cpu"), None)
+    assert b.cflags == ["-O3", "-fopenmp"] and b.dropped_flags == ["-march=native"] and b.arch_list is None
+
+
+def test_is_python_module_false_is_refused():
+    with pytest.raises(SpecError, match="is_python_module=False"):
+        prepare_build(spec(is_python_module=False), SandboxConfig(backend="cpu"), None)
