@@ -244,6 +244,246 @@ def verify(
         _console().print(verdict_panel(verdict, title=f"{reference.name} <- {candidate.name}"))
 
 
+@app.command()
+def judge(
+    reference: Annotated[Path, typer.Argument(help="Reference program: Model, get_inputs, get_init_inputs.")],
+    candidate: Annotated[Path, typer.Argument(help="Candidate program to judge (ModelNew).")],
+    rubric: Annotated[
+        str | None, typer.Option(help="Rubric file or bundled name, e.g. judges/stitchcuda.yaml (the default).")
+    ] = None,
+    skill: Annotated[str, typer.Option(help="Skill the candidate answered: generate, refine, or a card path.")] = (
+        "generate"
+    ),
+    feedback: Annotated[Path | None, typer.Option(help="Feedback the candidate answers (refine).")] = None,
+    previous: Annotated[Path | None, typer.Option(help="The program that was refined (refine).")] = None,
+    verdict: Annotated[Path | None, typer.Option(help="The candidate's Verdict JSON (rubric-rl verify --out).")] = None,
+    backend: Annotated[str | None, typer.Option(help="cuda or cpu (default: the Verdict's, else cuda).")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint (default: $RUBRIC_RL_JUDGE_BASE_URL).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Judge model name (default: $RUBRIC_RL_JUDGE_MODEL).")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="Use the offline heuristic judge, not an LLM.")] = False,
+    samples: Annotated[int | None, typer.Option(help="Judge samples to average (default 1).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Judge sampling temperature (default 0).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML file of JudgeConfig fields.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither reuse nor store cached judgments.")] = False,
+    out: Annotated[Path | None, typer.Option(help="Also write the Judgment JSON here.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Score one candidate against a rubric (LLM judge, or the offline heuristic when no endpoint is set)."""
+    import asyncio
+
+    import yaml
+    from pydantic import ValidationError
+
+    from rubric_rl.judge import JudgeConfig, RubricError, build_request, make_judge
+    from rubric_rl.sandbox.verdict import Verdict
+    from rubric_rl.skills import SkillCardError
+
+    def field_error(e: ValidationError) -> str:
+        err = e.errors()[0]
+        return f"field {'.'.join(str(x) for x in err['loc']) or '(top level)'}: {err['msg']}"
+
+    if offline and base_url is not None:
+        raise fail("--offline and --base-url exclude each other")
+    if backend not in (None, "cuda", "cpu"):
+        raise fail(f"--backend must be cuda or cpu, not {backend!r}")
+    ref_text, cand_text = _read_text(reference, "reference"), _read_text(candidate, "candidate")
+    feedback_text = _read_text(feedback, "feedback") if feedback else None
+    previous_text = _read_text(previous, "previous program") if previous else None
+    verdict_obj = None
+    if verdict is not None:
+        try:
+            verdict_obj = Verdict.model_validate_json(_read_text(verdict, "verdict"))
+        except ValidationError as e:
+            raise fail(f"{verdict}: not a Verdict: {field_error(e)}") from None
+    data: dict[str, Any] = {}
+    if config is not None:
+        try:
+            data = yaml.safe_load(_read_text(config, "config")) or {}
+        except yaml.YAMLError as e:
+            raise fail(f"{config}: not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise fail(f"{config}: expected a mapping of JudgeConfig fields")
+    overrides = {
+        "rubric": rubric,
+        "base_url": base_url,
+        "model": model,
+        "samples": samples,
+        "temperature": temperature,
+        "offline": offline or None,
+        "cache": False if no_cache else None,
+    }
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        cfg = JudgeConfig.model_validate(data).resolved()
+        request = build_request(
+            skill,
+            ref_text,
+            cand_text,
+            feedback=feedback_text,
+            previous=previous_text,
+            verdict=verdict_obj,
+            backend=backend,  # type: ignore[arg-type]
+            task_id=reference.stem,
+        )
+        judge_ = make_judge(cfg)
+        judge_.rubric.check_skill(request.skill)
+    except ValidationError as e:
+        raise fail(f"{e.title} {field_error(e)}") from None
+    except (RubricError, SkillCardError, FileNotFoundError, ValueError) as e:
+        raise fail(str(e)) from None
+
+    async def run():
+        try:
+            return await judge_.judge(request)
+        finally:
+            await judge_.aclose()
+
+    judgment = asyncio.run(run())
+    text = judgment.model_dump_json(indent=2)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    if as_json:
+        typer.echo(text)
+    else:
+        from rubric_rl.judge.report import judgment_panel
+
+        _console().print(judgment_panel(judgment, title=f"{reference.name} <- {candidate.name}"))
+    if judgment.judge_failed:
+        typer.secho(
+            f"warning: the judge failed ({judgment.failure}); neutral fallback scores", err=True, fg=typer.colors.YELLOW
+        )
+
+
+@app.command("verify-batch")
+def verify_batch(
+    tasks: Annotated[str, typer.Option(help="Task source: KernelBench checkout, problems .jsonl, or hf:<dataset>.")],
+    candidates: Annotated[Path, typer.Option(help="JSONL of {candidate_id, task_id, code | response}.")],
+    out: Annotated[Path, typer.Option(help="Run directory: verdicts.jsonl, summary.json, config.json.")],
+    executor: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    device: DeviceOpt = None,
+    judge: Annotated[str, typer.Option(help="none, offline (heuristic), or a judge config YAML.")] = "none",
+    rubric: Annotated[str, typer.Option(help="Rubric for --judge (bundled name or path).")] = "stitchcuda",
+    build_workers: Annotated[int | None, typer.Option(help="Concurrent builds (default: cores/memory).")] = None,
+    perf_trials: Annotated[int | None, typer.Option(help="Timed calls per model (default 100).")] = None,
+    compile_baseline: Annotated[bool, typer.Option("--compile/--no-compile", help="Time torch.compile too.")] = True,
+    cache_dir: Annotated[Path | None, typer.Option(help="Build cache directory.")] = None,
+    config: ConfigOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Evaluate a file of candidates; each Verdict is appended as it arrives, and a rerun resumes."""
+    import asyncio
+
+    from rubric_rl.sandbox.batch import BatchInputError, read_candidates
+    from rubric_rl.sandbox.executors import ExecutorConfig
+
+    try:
+        rows = read_candidates(candidates)
+    except BatchInputError as e:
+        raise fail(str(e)) from None
+    task_map = {t.id: t for t in _load_tasks(tasks, None, None, None)}
+    cfg = sandbox_config(
+        device, config, {"perf_trials": perf_trials, "compile_baseline": compile_baseline, "cache_dir": cache_dir}
+    )
+    try:
+        exec_cfg = ExecutorConfig(kind=executor, **({"build_workers": build_workers} if build_workers else {}))
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if executor not in ("local", "ray"):
+        raise fail(f"--executor {executor!r}: expected local or ray")
+    extra = _judge_callback(judge, rubric)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "sandbox": cfg.model_dump(mode="json"),
+                "executor": exec_cfg.model_dump(mode="json"),
+                "tasks": tasks,
+                "candidates": str(candidates),
+                "judge": judge,
+                "rubric": rubric,
+            },
+            indent=2,
+        )
+    )
+    summary = asyncio.run(_run_batch(task_map, rows, cfg, exec_cfg, out, extra, quiet=as_json))
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        from rubric_rl.reporting import batch_table
+
+        _console().print(batch_table(summary, out / "verdicts.jsonl"))
+
+
+def _judge_callback(judge: str, rubric: str):
+    """The per-candidate judge step of a batch (None: no judging)."""
+    if judge == "none":
+        return None
+    from rubric_rl.judge import JudgeConfig, JudgeRequest, load_rubric, make_judge
+
+    try:
+        rubric_obj = load_rubric(rubric)
+        if judge == "offline":
+            judge_cfg = JudgeConfig(offline=True)
+        else:
+            import yaml
+
+            judge_cfg = JudgeConfig.model_validate(yaml.safe_load(_read_text(Path(judge), "judge config")) or {})
+        judge_impl = make_judge(judge_cfg, rubric_obj)
+    except (ValueError, FileNotFoundError) as e:
+        raise fail(f"judge: {e}") from None
+
+    async def judge_one(task, program, verdict):
+        request = JudgeRequest(reference=task.code, candidate=program, skill="generate", verdict=verdict)
+        return {"judgment": (await judge_impl.judge(request)).model_dump(mode="json")}
+
+    return judge_one
+
+
+async def _run_batch(task_map, rows, cfg, exec_cfg, out, extra, *, quiet: bool):
+    import logging
+    import sys
+    import time
+
+    from rubric_rl.sandbox.batch import load_done, run_batch
+    from rubric_rl.sandbox.executors import make_executor
+
+    todo = len(rows) - len(load_done(out / "verdicts.jsonl"))
+    if sys.stderr.isatty() and not quiet:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(
+            TextColumn("[bold]evaluating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            transient=False,
+        )
+        with progress:
+            bar = progress.add_task("", total=todo)
+
+            def on_done(record):
+                progress.update(bar, advance=1, description=f"{record.candidate_id}: {record.verdict.status}")
+
+            async with make_executor(cfg, exec_cfg) as ex:
+                return await run_batch(task_map, rows, ex, out, extra=extra, on_done=on_done)
+    log = logging.getLogger("rubric_rl.verify_batch")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    count = {"n": 0, "t": time.monotonic()}
+
+    def on_done_log(record):
+        count["n"] += 1
+        if count["n"] == todo or time.monotonic() - count["t"] > 10:
+            count["t"] = time.monotonic()
+            log.info("%d/%d done (last: %s %s)", count["n"], todo, record.candidate_id, record.verdict.status)
+
+    async with make_executor(cfg, exec_cfg) as ex:
+        return await run_batch(task_map, rows, ex, out, extra=extra, on_done=on_done_log)
+
+
 def main() -> None:
     app()
 

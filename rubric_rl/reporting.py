@@ -95,3 +95,33 @@ def tasks_table(tasks: Iterable[Task]) -> Table:
 
 def print_json(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def batch_table(summary: dict, verdicts_path) -> Table:
+    """The compact table printed last by verify-batch: one row per candidate, then the totals."""
+    from rubric_rl.sandbox.batch import BatchRecord
+
+    table = Table(title=f"{summary['candidates']} candidates ({summary['evaluated_now']} evaluated now)")
+    for col in ("candidate", "task", "status", "speedup eager", "speedup compile", "rubric"):
+        table.add_column(col)
+    for line in open(verdicts_path).read().splitlines():
+        r = BatchRecord.model_validate_json(line)
+        v = r.verdict
+        judgment = r.extras.get("judgment") or {}
+        rubric = f"{judgment['total']:.2f}" if "total" in judgment else "-"
+        table.add_row(
+            r.candidate_id,
+            r.task_id,
+            Text(v.status, style=STATUS_STYLE[v.status]),
+            f"{v.speedup_eager:.2f}x" if v.speedup_eager else "-",
+            f"{v.speedup_compile:.2f}x" if v.speedup_compile else "-",
+            rubric,
+        )
+    status = ", ".join(f"{k} {n}" for k, n in summary["status"].items())
+    geo = summary.get("geomean_speedup_eager")
+    table.caption = (
+        f"{status} | correct {100 * summary['correct_rate']:.0f}% | geomean speedup vs eager {geo:.2f}x | "
+        if geo
+        else f"{status} | "
+    ) + f"{summary['elapsed_s']:.0f} s"
+    return table

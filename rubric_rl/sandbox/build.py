@@ -85,9 +85,9 @@ class BuildStats:
         with self._lock:
             if outcome.cached:
                 self.hits += 1
-            else:
-                self.misses += 1
-                self.build_seconds += outcome.seconds
+                return
+            self.misses += 1
+            self.build_seconds += outcome.seconds
             if outcome.timed_out:
                 self.timeouts += 1
             elif not outcome.ok:

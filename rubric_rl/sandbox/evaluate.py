@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from rubric_rl import __version__
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.config import SandboxConfig
@@ -46,14 +48,17 @@ log = logging.getLogger(__name__)
 MAX_ERRORS = 10
 
 
-@dataclass
-class TaskBaseline:
+class BaselineError(RuntimeError):
+    """A task's baseline could not be measured (the reference or torch.compile failed, or the worker died)."""
+
+
+class TaskBaseline(BaseModel):
     """Per-task eager and compile timings measured once and reused across candidates (see executors)."""
 
-    eager: TimingStats
-    compile: TimingStats | None
-    compile_mode: str | None
-    compile_warmup_s: float | None = None
+    eager: TimingStats = Field(description="Eager reference timing when the baseline was measured.")
+    compile: TimingStats | None = Field(description="torch.compile timing; None if compile failed or was off.")
+    compile_mode: str | None = Field(description="torch.compile mode of the measurement.")
+    compile_warmup_s: float | None = Field(default=None, description="The compile baseline's first call, seconds.")
 
 
 @dataclass
@@ -128,7 +133,9 @@ class Evaluator:
         task_id: str | None = None,
         baseline: TaskBaseline | None = None,
         cuda_visible_devices: str | None = None,
+        worker: WorkerProcess | None = None,
     ) -> Verdict:
+        """The Verdict of one candidate. ``worker``: an already started (warm) worker to use, else a new one."""
         started = time.monotonic()
         run = _Run(config=self.config, candidate=candidate)
         t0 = time.monotonic()
@@ -141,17 +148,107 @@ class Evaluator:
         else:
             run.findings.extend(check_program(candidate, self.config, reference))
         run.durations.static_s = time.monotonic() - t0
-        if not run.compile_failed and not (run.has_hack() and self.config.policy.stop_on_static_error):
-            self._run_worker(run, reference, baseline, cuda_visible_devices)
+        cfg = self.config
+        if not run.compile_failed and not (run.has_hack() and cfg.policy.stop_on_static_error):
+            self._run_worker(
+                run, reference, baseline, worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices)
+            )
+        elif worker is not None:
+            worker.close()
         run.durations.total_s = time.monotonic() - started
         return self._verdict(run, task_id, baseline)
 
-    # ---- the worker conversation ------------------------------------------------------------------------------
-    def _run_worker(
-        self, run: _Run, reference: str, baseline: TaskBaseline | None, cuda_visible_devices: str | None
-    ) -> None:
+    def capture(self, candidate: str) -> tuple[list[ExtensionSpec], str | None]:
+        """The candidate's load_inline calls, recorded by importing it in a sandboxed worker (no GPU, no build).
+
+        Returns (specs, error); used to build ahead of execution. The execution worker asks for the same builds
+        again and finds them in the cache; a capture that misses some never changes a Verdict.
+        """
+        cfg = self.config
+        with WorkerProcess(cfg, cuda_visible_devices="") as worker:
+            try:
+                messages = _conversation(
+                    worker,
+                    {"config": cfg.model_dump(mode="json"), "reference": "", "candidate": candidate, "mode": "capture"},
+                    cfg.load_timeout_s,
+                )
+            except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
+                return [], f"capture failed: {type(e).__name__}: {worker.describe_exit()}"
+        last = messages[-1]
+        if last.type != "captured":
+            return [], str(last.body.get("message", "capture failed"))
+        specs = []
+        for raw in last.body.get("specs", []):
+            try:
+                specs.append(ExtensionSpec.model_validate(raw))
+            except ValueError:
+                continue
+        return specs, last.body.get("error")
+
+    def prebuild(self, candidate: str, arch: str | None) -> list[ExtensionBuild]:
+        """Capture and build a candidate's extensions ahead of execution (what build workers do)."""
+        specs, _ = self.capture(candidate)
+        builds = []
+        for spec in specs:
+            try:
+                prepared = prepare_build(spec, self.config, arch)
+            except SpecError:
+                continue
+            if any(f.severity == "error" for f in check_native_sources(prepared, candidate, self.config)):
+                continue  # the execution will stop on these findings; no build needed
+            outcome = self.builder.build(prepared, candidate=candidate)
+            if not outcome.ok and prepared.split_sources and not outcome.infra_error:
+                prepared = prepare_build(spec, self.config, arch, split_sources=False)
+                outcome = self.builder.build(prepared, candidate=candidate)
+            builds.append(
+                ExtensionBuild(
+                    name=spec.name,
+                    key=outcome.key,
+                    ok=outcome.ok,
+                    cached=outcome.cached,
+                    seconds=round(outcome.seconds, 3),
+                    split_sources=prepared.split_sources,
+                    dropped_flags=prepared.dropped_flags,
+                )
+            )
+        return builds
+
+    def measure_baseline(self, reference: str, *, cuda_visible_devices: str | None = None) -> TaskBaseline:
+        """Eager and torch.compile timings of a task, measured once and reused across its candidates."""
         cfg = self.config
         with WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker:
+            try:
+                messages = _conversation(
+                    worker,
+                    {
+                        "config": cfg.model_dump(mode="json"),
+                        "reference": reference,
+                        "candidate": "",
+                        "mode": "baseline",
+                    },
+                    cfg.run_timeout_s,
+                )
+            except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
+                raise BaselineError(
+                    f"baseline measurement failed ({type(e).__name__}): {worker.describe_exit()}"
+                ) from None
+        timing = next((m for m in messages if m.type == "timing"), None)
+        if timing is None:
+            error = next((m.body.get("message") for m in messages if m.type == "error"), "no timing")
+            raise BaselineError(f"baseline measurement failed: {error}")
+        times = timing.body["times_ms"]
+        compile_info = timing.body.get("compile", {})
+        return TaskBaseline(
+            eager=summarize(times["eager"]),
+            compile=summarize(times["compile"]) if "compile" in times else None,
+            compile_mode=cfg.compile_mode if "compile" in times else None,
+            compile_warmup_s=compile_info.get("warmup_s"),
+        )
+
+    # ---- the worker conversation ------------------------------------------------------------------------------
+    def _run_worker(self, run: _Run, reference: str, baseline: TaskBaseline | None, worker: WorkerProcess) -> None:
+        cfg = self.config
+        with worker:
             chan = worker.start()
             deadline = time.monotonic() + cfg.run_timeout_s
             reuse = baseline is not None and baseline.compile is not None and cfg.compile_baseline
@@ -517,6 +614,19 @@ class Evaluator:
                 rubric_rl=__version__,
             ),
         )
+
+
+def _conversation(worker: WorkerProcess, setup: dict[str, Any], timeout_s: float) -> list[Message]:
+    """Send ``setup`` and collect messages until ``done``/``captured``/``error`` (for the short modes)."""
+    chan = worker.start()
+    chan.send("setup", setup)
+    deadline = time.monotonic() + timeout_s
+    messages = []
+    while True:
+        msg = chan.recv(deadline=deadline)
+        messages.append(msg)
+        if msg.type in ("done", "captured", "error"):
+            return messages
 
 
 def _dedupe_findings(findings: list[Finding]) -> list[Finding]:

@@ -108,6 +108,9 @@ class WorkerProcess:
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
     def start(self) -> Channel:
+        """Start the process (once); later calls return the same channel."""
+        if self.channel is not None:
+            return self.channel
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         self.config.cache_dir.parent.joinpath("inductor").mkdir(parents=True, exist_ok=True)
@@ -155,6 +158,9 @@ class WorkerProcess:
                 self.memory_exceeded = True
                 self.kill()
                 return
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

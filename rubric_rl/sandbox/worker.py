@@ -64,6 +64,19 @@ def load_module(name: str, source: str) -> types.ModuleType:
     return module
 
 
+class _CapturedExtension:
+    """What load_inline returns while capturing: the module is imported for its build requests only."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"extension {self._name!r} is not built during capture")
+
+        return unavailable
+
+
 class Worker:
     def __init__(self, chan: Channel, setup: dict[str, Any]) -> None:
         import torch
@@ -78,6 +91,8 @@ class Worker:
         self.reference_source: str = setup["reference"]
         self.candidate_source: str = setup["candidate"]
         self.reuse_compile: bool = bool(setup.get("reuse_compile_baseline", False))
+        self.mode: str = setup.get("mode", "evaluate")
+        self.captured: list[dict[str, Any]] = []
         self.backend = make_backend(self.cfg.backend)
         self.device = self.backend.device
         self.audit = AuditGuard(os.getcwd(), [str(self.cfg.cache_dir)])
@@ -93,8 +108,13 @@ class Worker:
         try:
             spec = spec_from_call(args, kwargs)
         except SpecError as e:
+            if self.mode == "capture":
+                raise RuntimeError(str(e)) from None
             self.chan.send("build", {"spec_error": str(e)})
             raise RuntimeError(str(e)) from None
+        if self.mode == "capture":
+            self.captured.append(spec.model_dump())
+            return _CapturedExtension(spec.name)
         self.chan.send("build", {"spec": spec.model_dump()})
         reply = self.chan.recv()
         if reply.type != "built" or not reply.body.get("ok"):
@@ -117,6 +137,9 @@ class Worker:
 
     # ---- phases ----------------------------------------------------------------------------------------------
     def run(self) -> None:
+        if self.mode == "capture":
+            self._capture()
+            return
         torch = self.torch
         self.backend.setup(memory_fraction=self.cfg.gpu_memory_fraction, threads=self.cfg.cpu_threads)
         env = {"torch": torch.__version__, **self.backend.describe()}
@@ -132,6 +155,11 @@ class Worker:
             ref_model = reference.Model(*init_inputs).to(self.device)
         except Exception as e:
             raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+        if self.mode == "baseline":
+            self.stage = "timing"
+            self._timing(reference, ref_model, None, init_inputs, take_snapshot=None)
+            self.chan.send("done", {})
+            return
         trials = self._reference_trials(reference, ref_model)
 
         if self.chan.recv().type != "load":
@@ -182,11 +210,28 @@ class Worker:
             return
 
         self.stage = "timing"
-        self._timing(reference, ref_model, new_model, init_inputs, compare, take_snapshot)
+        self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot)
         if self.cfg.backend == "cuda" and self.cfg.profile_kernels:
             self.stage = "profile"
             self._profile(reference, new_model)
         self.chan.send("done", {"audit": list(self.audit.violations)})
+
+    def _capture(self) -> None:
+        """Import the candidate only to record its load_inline calls (for building ahead of execution)."""
+        from torch.utils import cpp_extension
+
+        cpp_extension.load_inline = self._load_inline
+        cpp_extension.load = self._refuse_load
+        self.stage = "capture"
+        self.audit.install()
+        self.audit.armed = True
+        error = None
+        try:
+            load_module("candidate", self.candidate_source)
+        except Exception as e:  # the module may fail after its builds (stub extensions): what was captured counts
+            error = _digest_exception(e, "candidate.py")
+        self.audit.armed = False
+        self.chan.send("captured", {"specs": self.captured, "error": error})
 
     def _warm_up_guard(self) -> None:
         """Run the op recorder once before arming: its first use imports parts of torch lazily."""
@@ -319,16 +364,20 @@ class Worker:
         self,
         reference: types.ModuleType,
         ref_model: Any,
-        new_model: Any,
+        new_model: Any | None,
         init_inputs: list[Any],
-        compare: Any,
-        take_snapshot: Any,
+        *,
+        take_snapshot: Any | None,
     ) -> None:
+        """Time eager, compile and (unless measuring a task baseline) the candidate."""
         from rubric_rl.sandbox.inputs import clone_inputs, flatten_outputs, make_inputs, poison, to_host
+        from rubric_rl.sandbox.integrity import compare
         from rubric_rl.sandbox.timing import choose_checked_rounds, run_rounds
 
         torch = self.torch
-        models: dict[str, Any] = {"eager": ref_model, "candidate": new_model}
+        models: dict[str, Any] = {"eager": ref_model}
+        if new_model is not None:
+            models["candidate"] = new_model
         compile_info: dict[str, Any] = {}
         if self.cfg.compile_baseline and not self.reuse_compile:
             self.audit.armed = False  # torch.compile spawns compiler processes and writes its cache: ours
@@ -351,11 +400,15 @@ class Worker:
             except Exception as e:  # the baseline failing is not the candidate's fault: recorded, not fatal
                 compile_info["error"] = _digest_exception(e)
             finally:
-                self.audit.armed = True
-        snapshot = take_snapshot()  # re-baseline: what torch.compile changed is ours
+                self.audit.armed = new_model is not None
+        snapshot = take_snapshot() if take_snapshot else None  # re-baseline: what torch.compile changed is ours
 
         timing_seed = self.cfg.seed + 10_000
-        checked = choose_checked_rounds(self.cfg.perf_trials, self.cfg.checked_timed_outputs, timing_seed)
+        checked = (
+            choose_checked_rounds(self.cfg.perf_trials, self.cfg.checked_timed_outputs, timing_seed)
+            if new_model is not None
+            else set()
+        )
         checked_payload: list[list[Any]] = []
         checked_meta: list[dict[str, Any]] = []
 
@@ -394,7 +447,7 @@ class Worker:
                 "times_ms": times,
                 "compile": compile_info,
                 "checked": checked_meta,
-                "integrity": compare(snapshot),
+                "integrity": compare(snapshot) if snapshot is not None else [],
                 "audit": list(self.audit.violations),
             },
             pack_tensors(checked_payload),
@@ -439,6 +492,8 @@ class Worker:
 
 def main(argv: list[str]) -> int:
     chan = Channel(int(argv[1]), int(argv[2]))
+    import torch  # noqa: F401 - imported before the setup arrives, so a pre-started worker is warm
+
     setup = chan.recv()
     worker: Worker | None = None
     try:

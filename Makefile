@@ -1,0 +1,36 @@
+# Two commands on a fresh machine: `make demo` (the main job on the bundled examples: cpu backend, offline
+# judge) and `make test` (the test suite). Each creates the virtual environment it needs; where no torch is
+# installed it takes the CPU build, torch==2.13.0 (a GPU machine keeps the CUDA torch it has).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= runs/demo
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint gpu-check clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rubric-rl verify-batch --tasks examples/tasks.jsonl --candidates examples/candidates.jsonl \
+		--out $(DEMO_OUT) --device cpu --judge offline
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check rubric_rl tests scripts
+	$(BIN)/ruff format --check rubric_rl tests scripts
+	$(BIN)/mypy
+
+gpu-check:
+	bash scripts/gpu_check.sh
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

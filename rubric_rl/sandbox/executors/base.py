@@ -1,0 +1,92 @@
+"""The evaluation executor: one interface for turning many candidates into Verdicts, two implementations.
+
+``local`` runs build workers on this machine's cores feeding one execution worker per GPU; ``ray`` runs the
+same work as Ray actors across a cluster. Both call the same ``Evaluator`` methods, so they return the same
+Verdicts. The async API (``await executor.evaluate(task, program)``) is what the reward and the agents use.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubric_rl.sandbox.verdict import Verdict
+from rubric_rl.tasks.task import Task
+
+
+def _default_build_workers() -> int:
+    cores = os.cpu_count() or 1
+    try:
+        import psutil
+
+        by_memory = int(psutil.virtual_memory().total / (3 << 30))  # a torch-extension build peaks near 2-3 GB
+    except Exception:  # psutil missing fields on exotic platforms: fall back to cores
+        by_memory = cores
+    return max(1, min(cores, by_memory))
+
+
+class ExecutorConfig(BaseModel):
+    """How evaluation work is spread over processes, GPUs and machines."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(default="local", description="local | ray.")
+    build_workers: int = Field(
+        default_factory=_default_build_workers,
+        ge=1,
+        description="Concurrent builds (each takes one core; bounded by cores and memory).",
+    )
+    devices: list[int] | None = Field(default=None, description="GPU indices to execute on; None: all visible.")
+    cpu_slots: int = Field(default=1, ge=1, description="Concurrent execution workers on the cpu backend.")
+    max_pending: int = Field(default=1024, ge=1, description="Candidates accepted before evaluate() waits.")
+    prebuild: bool = Field(default=True, description="Capture and build on build workers before execution.")
+    prewarm: bool = Field(default=True, description="Keep one started worker per execution slot (torch imported).")
+    reuse_baselines: bool = Field(default=True, description="Measure eager/compile once per task and device.")
+    ray_address: str | None = Field(default=None, description="Ray cluster address; None: connect or start local.")
+    ray_namespace: str = Field(default="rubric_rl", description="Namespace of the named actors.")
+    ray_resource: str = Field(
+        default="rubric_rl_eval",
+        description="Custom resource execution actors require, "
+        "so they land only on nodes that offer it (never on the trainer's GPUs).",
+    )
+    ray_execution_actors: int | None = Field(
+        default=None, ge=1, description="Execution actors; None: one per GPU (cuda) or cpu_slots (cpu)."
+    )
+    ray_build_actors: int | None = Field(default=None, ge=1, description="Build actors; None: build_workers.")
+
+
+def infra_verdict(task: Task, program: str, message: str) -> Verdict:
+    """A Verdict for a candidate the evaluator could not judge (masked by rewards, not scored)."""
+    import hashlib
+
+    return Verdict(
+        status="runtime_error",
+        task_id=task.id,
+        candidate_sha256=hashlib.sha256(program.encode()).hexdigest(),
+        errors=[message],
+        infra_error=message,
+    )
+
+
+class Executor(ABC):
+    """Evaluates candidates concurrently; every call returns a Verdict (never raises for a candidate)."""
+
+    @abstractmethod
+    async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+        """The Verdict of one candidate. ``deadline_s`` bounds queueing plus evaluation."""
+
+    @abstractmethod
+    def stats(self) -> dict[str, Any]:
+        """Counters: builds (hits/misses), evaluations, baselines."""
+
+    async def close(self) -> None:  # noqa: B027 - nothing to release by default
+        """Release workers and connections."""
+
+    async def __aenter__(self) -> Executor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,212 @@
+"""The local executor: build workers on this machine's cores feeding one execution worker per GPU.
+
+A candidate's way through it: wait for a place in the bounded queue (back-pressure: ``evaluate`` waits when
+``max_pending`` candidates are in flight); capture and build its extensions on a build worker (a thread
+driving compiler processes, ``build_workers`` at a time); get its task's baseline (measured once per task);
+take an execution slot (one per GPU, since timing needs the GPU to itself) and a warm worker process; run.
+Every evaluation is a fresh worker process, so a crash or a sticky CUDA error ends with that process: the
+slot's next worker is a new one (and was started ahead, while the previous candidate ran).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import platform
+import shutil
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from rubric_rl.sandbox.build import Builder
+from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.evaluate import Evaluator, TaskBaseline
+from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
+from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
+from rubric_rl.sandbox.process import WorkerProcess
+from rubric_rl.sandbox.verdict import Verdict
+from rubric_rl.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+
+def visible_gpus() -> list[dict[str, str]]:
+    """index, name and compute capability of each visible GPU, from nvidia-smi (no CUDA context here)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=index,name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            gpus.append({"index": parts[0], "name": parts[1], "arch": parts[2]})
+    return gpus
+
+
+class _WarmWorkers:
+    """One started worker waiting per execution slot, replaced in the background when taken."""
+
+    def __init__(self, config: SandboxConfig, enabled: bool) -> None:
+        self.config = config
+        self.enabled = enabled
+        self._spare: dict[str, WorkerProcess] = {}
+        self._lock = threading.Lock()
+
+    def _spawn(self, slot: str, cuda: str | None) -> None:
+        w = WorkerProcess(self.config, cuda_visible_devices=cuda)
+        w.start()
+        with self._lock:
+            old = self._spare.pop(slot, None)
+            self._spare[slot] = w
+        if old is not None:
+            old.close()
+
+    def take(self, slot: str, cuda: str | None) -> WorkerProcess:
+        with self._lock:
+            w = self._spare.pop(slot, None)
+        if w is None or not w.alive():
+            if w is not None:
+                w.close()
+            w = WorkerProcess(self.config, cuda_visible_devices=cuda)
+        if self.enabled:
+            threading.Thread(target=self._spawn, args=(slot, cuda), daemon=True).start()
+        return w
+
+    def close(self) -> None:
+        with self._lock:
+            spares, self._spare = list(self._spare.values()), {}
+        for w in spares:
+            w.close()
+
+
+class LocalExecutor(Executor):
+    def __init__(self, sandbox: SandboxConfig, config: ExecutorConfig | None = None) -> None:
+        self.sandbox = sandbox
+        self.config = config or ExecutorConfig()
+        self.builder = Builder(
+            sandbox.cache_dir, timeout_s=sandbox.build_timeout_s, jobs=sandbox.build_jobs, use_pch=sandbox.use_pch
+        )
+        self.evaluator = Evaluator(sandbox, builder=self.builder)
+        if sandbox.backend == "cuda":
+            gpus = visible_gpus()
+            wanted = self.config.devices
+            self._gpus = [g for g in gpus if wanted is None or int(g["index"]) in wanted]
+            if not self._gpus and wanted is None:
+                # No nvidia-smi: trust CUDA_VISIBLE_DEVICES order and let each worker find its device.
+                self._gpus = [{"index": "0", "name": "cuda", "arch": sandbox.arch or ""}]
+            self._slots = [g["index"] for g in self._gpus]
+            self.arch = sandbox.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
+            self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
+        else:
+            self._gpus = []
+            self._slots = [f"cpu{i}" for i in range(self.config.cpu_slots)]
+            self.arch = None
+            self.device_name = platform.processor() or platform.machine()
+        self._build_pool = ThreadPoolExecutor(self.config.build_workers, thread_name_prefix="build")
+        self._exec_pool = ThreadPoolExecutor(len(self._slots), thread_name_prefix="exec")
+        self._warm = _WarmWorkers(sandbox, self.config.prewarm)
+        self._free: asyncio.Queue[str] | None = None
+        self._pending: asyncio.Semaphore | None = None
+        self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
+        self.evaluations = 0
+        self.started = time.monotonic()
+
+    def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
+        if self._free is None or self._pending is None:
+            self._free = asyncio.Queue()
+            for slot in self._slots:
+                self._free.put_nowait(slot)
+            self._pending = asyncio.Semaphore(self.config.max_pending)
+        return self._free, self._pending
+
+    def _cuda_env(self, slot: str) -> str | None:
+        return slot if self.sandbox.backend == "cuda" else None
+
+    async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+        free, pending = self._queues()
+        started = time.monotonic()
+        async with pending:
+            loop = asyncio.get_running_loop()
+            if self.config.prebuild:
+                await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
+            baseline = (
+                await self._baseline(task) if self.config.reuse_baselines and self.sandbox.measure_performance else None
+            )
+            slot = await free.get()
+            try:
+                evaluator = self.evaluator
+                if deadline_s is not None:
+                    remaining = deadline_s - (time.monotonic() - started)
+                    if remaining <= 0:
+                        return infra_verdict(task, program, f"the {deadline_s:.0f} s deadline passed in the queue")
+                    if remaining < self.sandbox.run_timeout_s:
+                        evaluator = Evaluator(
+                            self.sandbox.model_copy(update={"run_timeout_s": remaining}), builder=self.builder
+                        )
+                worker = self._warm.take(slot, self._cuda_env(slot))
+                verdict = await loop.run_in_executor(
+                    self._exec_pool,
+                    lambda: evaluator.evaluate(
+                        task.code,
+                        program,
+                        task_id=task.id,
+                        baseline=baseline,
+                        cuda_visible_devices=self._cuda_env(slot),
+                        worker=worker,
+                    ),
+                )
+            finally:
+                free.put_nowait(slot)
+        self.evaluations += 1
+        return verdict
+
+    async def _baseline(self, task: Task) -> TaskBaseline | None:
+        import torch
+
+        key = baseline_key(task.code, self.sandbox, self.device_name, torch.__version__)
+        free, _ = self._queues()
+        loop = asyncio.get_running_loop()
+
+        async def measure() -> TaskBaseline:
+            slot = await free.get()
+            try:
+                return await loop.run_in_executor(
+                    self._exec_pool,
+                    lambda: self.evaluator.measure_baseline(task.code, cuda_visible_devices=self._cuda_env(slot)),
+                )
+            finally:
+                free.put_nowait(slot)
+
+        return await self.baselines.get_or_measure(key, measure)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "executor": "local",
+            "evaluations": self.evaluations,
+            "builds": self.builder.stats.as_dict(),
+            "baselines": {
+                "measured": self.baselines.measured,
+                "reused": self.baselines.reused,
+                "failed": self.baselines.failed,
+            },
+            "slots": self._slots,
+            "build_workers": self.config.build_workers,
+            "elapsed_s": round(time.monotonic() - self.started, 3),
+        }
+
+    async def close(self) -> None:
+        self._warm.close()
+        self._build_pool.shutdown(wait=False, cancel_futures=True)
+        self._exec_pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,120 @@
+"""The executors and verify-batch on the cpu backend: concurrency, baselines, resume, and Ray."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.batch import BatchInputError, load_done, read_candidates, run_batch
+from rubric_rl.sandbox.executors import ExecutorConfig, make_executor
+from rubric_rl.tasks import load_tasks
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def sandbox(build_cache: Path) -> SandboxConfig:
+    return SandboxConfig(backend="cpu", cache_dir=build_cache, perf_trials=10, warmup_trials=1,
+                         compile_baseline=False, run_timeout_s=120)
+
+
+@pytest.fixture(scope="module")
+def example_tasks(examples_dir: Path):
+    return {t.id: t for t in load_tasks(examples_dir / "tasks.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def example_rows(examples_dir: Path):
+    return read_candidates(examples_dir / "candidates.jsonl")
+
+
+def test_local_executor_runs_candidates_concurrently(sandbox, example_tasks, example_rows):
+    async def main():
+        async with make_executor(sandbox, ExecutorConfig(kind="local", build_workers=2, cpu_slots=1)) as ex:
+            task = example_tasks["T-1"]
+            verdicts = await asyncio.gather(*(ex.evaluate(task, r.code) for r in example_rows))
+            return verdicts, ex.stats()
+
+    verdicts, stats = asyncio.run(main())
+    by_id = {r.candidate_id: v.status for r, v in zip(example_rows, verdicts, strict=True)}
+    assert by_id == {"fused_add_relu/compile_error": "compile_error", "fused_add_relu/correct": "correct",
+                     "fused_add_relu/wrong": "incorrect"}
+    correct = verdicts[[r.candidate_id for r in example_rows].index("fused_add_relu/correct")]
+    assert correct.timings.eager_drift is not None  # eager re-timed beside the candidate, against the baseline
+    assert stats["baselines"]["measured"] == 1 and stats["baselines"]["reused"] >= 1
+    assert stats["builds"]["hits"] >= 3  # the execution worker found every prebuilt extension in the cache
+
+
+def test_verify_batch_resumes_without_redoing_or_losing(tmp_path, sandbox, example_tasks, example_rows):
+    out = tmp_path / "run"
+    executor_cfg = ExecutorConfig(kind="local", build_workers=1, reuse_baselines=False, prewarm=False)
+
+    async def batch(rows):
+        async with make_executor(sandbox, executor_cfg) as ex:
+            return await run_batch(example_tasks, rows, ex, out)
+
+    first = asyncio.run(batch(example_rows[:1]))
+    assert first["evaluated_now"] == 1
+    # A crash in the middle of writing the next row leaves a partial line behind.
+    with (out / "verdicts.jsonl").open("a") as f:
+        f.write('{"candidate_id": "fused_add_relu/corr')
+    assert load_done(out / "verdicts.jsonl") == {example_rows[0].candidate_id}
+    second = asyncio.run(batch(example_rows))
+    assert second["evaluated_now"] == 2 and second["skipped_already_done"] == 1
+    ids = [json.loads(line)["candidate_id"] for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(ids) == sorted(r.candidate_id for r in example_rows)
+    third = asyncio.run(batch(example_rows))
+    assert third["evaluated_now"] == 0 and third["candidates"] == 3
+
+
+def test_candidates_file_errors(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"candidate_id": "a", "task_id": "T-1", "code": "x"}\n{"candidate_id": "a", "task_id": "T-1", "code": "y"}\n')
+    with pytest.raises(BatchInputError, match=r"c.jsonl:2: candidate_id 'a' repeats line 1"):
+        read_candidates(path)
+    path.write_text('{"candidate_id": "a", "task_id": "T-1"}\n')
+    with pytest.raises(BatchInputError, match="exactly one of 'code' and 'response'"):
+        read_candidates(path)
+
+
+def test_response_rows_are_extracted_or_rejected_with_the_reason(tmp_path, sandbox, example_tasks, examples_dir):
+    code = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"candidate_id": "r1", "task_id": "T-1", "response": f"Sure!\n```python\n{code}```"})
+                    + "\n" + json.dumps({"candidate_id": "r2", "task_id": "T-1", "response": "I can't."}) + "\n")
+
+    async def batch():
+        async with make_executor(sandbox, ExecutorConfig(kind="local", build_workers=1, prewarm=False)) as ex:
+            return await run_batch(example_tasks, read_candidates(path), ex, tmp_path / "run")
+
+    summary = asyncio.run(batch())
+    assert summary["status"] == {"compile_error": 1, "correct": 1}
+    rows = {json.loads(x)["candidate_id"]: json.loads(x) for x in (tmp_path / "run" / "verdicts.jsonl").read_text().splitlines()}
+    assert "no program in the response (no_code)" in rows["r2"]["verdict"]["errors"][0]
+
+
+def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_rows):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, resources={"rubric_rl_eval": 1}, include_dashboard=False, namespace="rubric_rl_test",
+             log_to_driver=False)
+    try:
+        async def main():
+            cfg = ExecutorConfig(kind="ray", ray_build_actors=1, ray_execution_actors=1, ray_namespace="rubric_rl_test")
+            ex = make_executor(sandbox, cfg)
+            try:
+                task = example_tasks["T-1"]
+                return await asyncio.gather(*(ex.evaluate(task, r.code) for r in example_rows)), ex
+            finally:
+                await ex.close()
+
+        verdicts, ex = asyncio.run(main())
+        statuses = {r.candidate_id: v.status for r, v in zip(example_rows, verdicts, strict=True)}
+        assert statuses == {"fused_add_relu/compile_error": "compile_error", "fused_add_relu/correct": "correct",
+                            "fused_add_relu/wrong": "incorrect"}
+        named = ray.get_actor("rubric_rl.exec.0", namespace="rubric_rl_test")  # reachable by name
+        assert named is not None
+        ex.shutdown_actors()
+    finally:
+        ray.shutdown()
