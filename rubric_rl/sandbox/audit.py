@@ -3,9 +3,9 @@
 Armed in the worker just before the candidate is imported and kept armed while candidate code can run. It
 blocks (raising inside the candidate) and records: starting processes, sockets, ctypes, signals to other
 processes, writes outside the worker's temporary directory, reads outside the Python/torch installation and
-the build cache, frame and garbage-collector introspection, trace/profile hooks, and attribute assignment on
-torch's, numpy's or the builtins' classes (``torch.Tensor.__eq__ = ...``). Each refusal becomes a
-``runtime.forbidden_operation`` finding.
+the build cache, frame and garbage-collector introspection, and trace/profile hooks. Each refusal becomes a
+``runtime.forbidden_operation`` finding. (Assignments to class or module attributes raise no audit event; the
+integrity snapshots catch those.)
 
 Audit hooks see Python-level operations only; native code is covered by the native source checks and the
 process boundary. Hooks cannot be removed once added, but the armed flag is ordinary Python state: a
@@ -77,17 +77,6 @@ _PATH_EVENTS = {
     "os.scandir",
     "glob.glob",
 }
-_PROTECTED_ROOTS = {"torch", "builtins", "numpy", "rubric_rl", "time", "math", "threading", "sys"}
-_CLASS_METADATA = {
-    "__module__",
-    "__qualname__",
-    "__name__",
-    "__doc__",
-    "__annotations__",
-    "__defaults__",
-    "__kwdefaults__",
-    "__type_params__",
-}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
@@ -158,13 +147,6 @@ class AuditGuard:
             path = _real(args[0]) if args else None
             if path is None or not self._under(path, (self.workdir,)):
                 self._refuse(f"{event}({path})")
-            return
-        if event == "object.__setattr__" or event == "object.__delattr__":
-            obj, name = args[0], args[1]
-            if isinstance(obj, type) and name not in _CLASS_METADATA:
-                root = (getattr(obj, "__module__", None) or "").split(".")[0]
-                if root in _PROTECTED_ROOTS:
-                    self._refuse(f"setting {root}.{getattr(obj, '__qualname__', obj)}.{name}")
             return
         if event in _BLOCKED_EVENTS or event.startswith(_BLOCKED_PREFIXES):
             self._refuse(event)

@@ -87,6 +87,12 @@ class SandboxConfig(BaseModel):
     tolerances: dict[str, Tolerance] = Field(
         default_factory=_default_tolerances, description="Per output dtype (torch dtype name without 'torch.')."
     )
+    atol_scale: float | None = Field(
+        default=0.01,
+        gt=0,
+        description="Cap the absolute tolerance at this fraction of each output's RMS, so outputs far smaller than "
+        "atol (where zeros would pass) are still checked; None: plain KernelBench tolerances.",
+    )
     measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
     perf_trials: int = Field(default=100, ge=1, description="Timed calls per model.")
     warmup_trials: int = Field(default=5, ge=0, description="Untimed calls per model before timing.")

@@ -28,7 +28,7 @@ from rubric_rl.sandbox.extension import ExtensionSpec, SpecError, prepare_build
 from rubric_rl.sandbox.guard import forbidden_ops
 from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
 from rubric_rl.sandbox.process import WorkerProcess
-from rubric_rl.sandbox.profiling import attribute_kernels
+from rubric_rl.sandbox.profiling import attribute_kernels, side_streams
 from rubric_rl.sandbox.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
 from rubric_rl.sandbox.static_checks import check_program
 from rubric_rl.sandbox.timing import summarize
@@ -316,7 +316,7 @@ class Evaluator:
             self._integrity(run, body)
             if not run.builds:
                 run.add_finding(
-                    "static.no_custom_kernel",
+                    "runtime.no_custom_kernel",
                     "runtime",
                     "the candidate compiled no extension: nothing it runs is its own kernel",
                 )
@@ -336,31 +336,12 @@ class Evaluator:
             self._timing(run, body, unpack_tensors(msg.blob), baseline)
             run.stage = "profile"
         elif msg.type == "kernels":
-            if "error" in body:
-                run.error(f"kernel profile failed: {body['error']}")
-            else:
-                run.kernels, run.own_share = attribute_kernels(body.get("kernels", []), run.kernel_names)
-                if cfg.policy.min_own_kernel_share > 0 and (run.own_share or 0.0) < cfg.policy.min_own_kernel_share:
-                    run.add_finding(
-                        "kernels.low_own_share",
-                        "kernels",
-                        f"only {100 * (run.own_share or 0):.1f}% of the forward's GPU time is in the "
-                        f"candidate's own kernels (policy minimum "
-                        f"{100 * cfg.policy.min_own_kernel_share:.0f}%)",
-                    )
-                library = [k for k in run.kernels if k.owner == "library"]
-                if library:
-                    run.add_finding(
-                        "kernels.library_kernels",
-                        "kernels",
-                        "library kernels ran during the candidate's forward",
-                        default="warn",
-                        evidence=", ".join(k.name[:80] for k in library[:5]),
-                    )
+            self._kernels(run, body)
         elif msg.type == "done":
             self._audit(run, body)
             return True, 0.0
         elif msg.type == "error":
+            self._audit(run, body)
             stage = body.get("stage", run.stage)
             message = str(body.get("message", "unknown error"))
             if body.get("task_error"):
@@ -425,6 +406,42 @@ class Evaluator:
             run.error(f"build of {spec.name!r} failed:\n{outcome.digest}")
             return False, {"ok": False}
         return True, {"ok": True, "library": str(outcome.library_path), "module_name": outcome.module_name}
+
+    def _kernels(self, run: _Run, body: dict[str, Any]) -> None:
+        cfg = self.config
+        if "error" in body:
+            run.error(f"kernel profile failed: {body['error']}")
+            return
+        events = body.get("kernels", [])
+        run.kernels, run.own_share = attribute_kernels(events, run.kernel_names)
+        share = run.own_share or 0.0
+        if cfg.policy.min_own_kernel_share > 0 and share < cfg.policy.min_own_kernel_share:
+            run.add_finding(
+                "kernels.low_own_share",
+                "kernels",
+                f"only {100 * share:.1f}% of the forward's GPU time is in the candidate's own kernels "
+                f"(policy minimum {100 * cfg.policy.min_own_kernel_share:.0f}%)",
+            )
+        library = [k for k in run.kernels if k.owner == "library"]
+        if library:
+            allowed = bool(cfg.policy.allowed_libraries or cfg.policy.allowed_aten_ops)
+            run.add_finding(
+                "kernels.library_kernels",
+                "kernels",
+                "library kernels (cuBLAS/cuDNN/CUTLASS) ran during the candidate's forward"
+                + ("" if allowed else ", and the policy allows no library"),
+                default="warn" if allowed else "error",
+                evidence=", ".join(k.name[:80] for k in library[:5]),
+            )
+        current = int(body.get("current_stream", -1))
+        others = side_streams(events, current) if current >= 0 else set()
+        if others:
+            run.add_finding(
+                "kernels.side_stream",
+                "kernels",
+                "kernels ran on a stream other than the current one (work hidden from stream timing)",
+                evidence=f"current stream {current}, others {sorted(others)}",
+            )
 
     def _integrity(self, run: _Run, body: dict[str, Any]) -> None:
         for change in body.get("integrity", []):

@@ -217,7 +217,9 @@ def prepare_build(
     evaluator = EVALUATOR_FLAGS[backend]
     cflags = _dedupe(evaluator["cflags"] + _filter_compile_flags(spec.extra_cflags, dropped))
     cuda_cflags = _dedupe(evaluator["cuda_cflags"] + _filter_compile_flags(spec.extra_cuda_cflags, dropped))
-    allowed_ld = _ALWAYS_ALLOWED_LDFLAGS | {_LIBRARY_FLAGS[lib] for lib in config.policy.allowed_libraries}
+    # Linking the CUDA math libraries is harmless; calling them is what the policy polices (native.library_call
+    # statically, kernels.library_kernels at run time).
+    allowed_ld = _ALWAYS_ALLOWED_LDFLAGS | set(_LIBRARY_FLAGS.values())
     ldflags = list(evaluator["ldflags"])
     for f in _join_flag_arguments(spec.extra_ldflags):
         (ldflags if f in allowed_ld else dropped).append(f)

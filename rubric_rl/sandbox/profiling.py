@@ -29,11 +29,20 @@ def _owner(name: str, own: set[str]) -> str:
     return "torch"
 
 
+def side_streams(events: list[dict[str, Any]], current_stream: int) -> set[int]:
+    """Streams other than the current one that the forward's kernels ran on (empty for honest candidates)."""
+    return {
+        int(e["stream"])
+        for e in events
+        if e.get("kind", "kernel") == "kernel" and int(e.get("stream", -1)) >= 0 and int(e["stream"]) != current_stream
+    }
+
+
 def attribute_kernels(events: list[dict[str, Any]], own_kernels: set[str]) -> tuple[list[KernelLaunch], float | None]:
     kernels: list[KernelLaunch] = []
     for e in events:
         name = str(e.get("name", ""))
-        if not name or _NOT_KERNELS.match(name):
+        if not name or _NOT_KERNELS.match(name) or e.get("kind", "kernel") != "kernel":
             continue
         kernels.append(
             KernelLaunch(

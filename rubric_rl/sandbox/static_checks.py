@@ -24,6 +24,8 @@ RULES: dict[str, tuple[str, str]] = {
     "static.dynamic_attribute": ("warn", "reads or writes attributes by computed name"),
     "static.dunder_access": ("error", "reaches interpreter internals through a dunder attribute"),
     "static.torch_attribute_assignment": ("error", "assigns to an attribute of torch or its modules"),
+    "static.module_patching": ("error", "assigns to an attribute of an imported module (time, math, ...)"),
+    "static.tensor_subclass": ("error", "defines a torch.Tensor subclass or overrides __torch_function__"),
     "static.stream_creation": ("error", "creates or switches CUDA streams"),
     "static.cuda_graph": ("warn", "captures a CUDA graph"),
     "static.backend_flags": ("error", "changes torch.backends flags or global numerics settings"),
@@ -412,6 +414,14 @@ def _check(tree: ast.Module, source: str, config: SandboxConfig, reference: str 
                     yield _finding("static.unknown_import", config, node, source, f"imports from {mod}")
         elif isinstance(node, ast.Call):
             yield from _check_call(node, names, source, config, low_ok)
+        elif isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                base_q = names.qualname(base) or ""
+                if base_q.startswith("torch") and base_q.endswith("Tensor"):
+                    yield _finding("static.tensor_subclass", config, node, source, f"class {node.name}({base_q})")
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
+                    yield _finding("static.tensor_subclass", config, item, source, f"defines {item.name}")
         elif isinstance(node, ast.Attribute):
             q = names.qualname(node)
             if node.attr in _DUNDERS:
@@ -431,6 +441,8 @@ def _check(tree: ast.Module, source: str, config: SandboxConfig, reference: str 
                             yield _finding("static.backend_flags", config, t, source, f"assigns {q}")
                         elif q and (q == "torch" or q.startswith("torch.") or q.startswith("numpy")):
                             yield _finding("static.torch_attribute_assignment", config, t, source, f"assigns {q}")
+                        elif q:
+                            yield _finding("static.module_patching", config, t, source, f"assigns {q}")
         elif isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
             handlers_and_else = [*node.handlers, *node.orelse, *node.finalbody]
             body_builds = any(_contains_build(b, names) for b in node.body)

@@ -171,6 +171,8 @@ class Worker:
 
         cpp_extension.load_inline = self._load_inline
         cpp_extension.load = self._refuse_load
+        sys.modules.pop("reference", None)  # the candidate must not find the reference by name
+        linecache.cache.pop("reference.py", None)
         self._warm_up_guard()
         snapshot = take_snapshot()
         started = time.monotonic()
@@ -454,6 +456,9 @@ class Worker:
         )
 
     def _profile(self, reference: types.ModuleType, new_model: Any) -> None:
+        """One candidate forward under the CUDA profiler: each kernel's name, stream and device time."""
+        import json
+
         from torch.profiler import ProfilerActivity, profile
 
         from rubric_rl.sandbox.inputs import clone_inputs, make_inputs
@@ -467,27 +472,48 @@ class Worker:
                 backend_seed=self.backend.seed,
             )
         )
-        self.audit.armed = False  # the profiler's own setup reads system files
+        trace = os.path.join(os.getcwd(), "profile.json")
+        self.audit.armed = False  # the profiler's own setup reads system files and writes the trace
         try:
+            marker = self.torch.zeros(1, device=self.device)
+            self.backend.synchronize()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                marker.fill_(1.0)  # the first kernel of the trace: it shows which stream is the current one
                 self.audit.armed = True
                 new_model(*x)
                 self.backend.synchronize()
                 self.audit.armed = False
-            kernels = []
-            for evt in prof.key_averages():
-                device_us = float(
-                    getattr(evt, "self_device_time_total", 0.0) or getattr(evt, "self_cuda_time_total", 0.0)
-                )
-                if device_us <= 0:
+            prof.export_chrome_trace(trace)
+            with open(trace) as f:
+                events = json.load(f).get("traceEvents", [])
+            device_events = sorted(
+                (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                key=lambda e: float(e.get("ts", 0.0)),
+            )
+            current_stream = -1
+            kernels: dict[tuple[str, int], dict[str, Any]] = {}
+            for evt in device_events:
+                stream = int((evt.get("args") or {}).get("stream", -1))
+                if current_stream == -1 and evt.get("cat") == "kernel":
+                    current_stream = stream  # the marker
                     continue
-                kernels.append({"name": evt.key[:300], "calls": int(evt.count), "total_us": device_us})
+                name = str(evt.get("name", ""))[:300]
+                entry = kernels.setdefault(
+                    (name, stream),
+                    {"name": name, "stream": stream, "calls": 0, "total_us": 0.0, "kind": evt.get("cat")},
+                )
+                entry["calls"] += 1
+                entry["total_us"] += float(evt.get("dur", 0.0))
         except Exception as e:
             self.chan.send("kernels", {"error": _digest_exception(e)})
             return
         finally:
             self.audit.armed = True
-        self.chan.send("kernels", {"kernels": kernels})
+        self.chan.send("kernels", {"kernels": list(kernels.values()), "current_stream": current_stream})
+
+
+def _violations(worker: Worker | None) -> list[str]:
+    return list(worker.audit.violations) if worker is not None else []
 
 
 def main(argv: list[str]) -> int:
@@ -500,10 +526,26 @@ def main(argv: list[str]) -> int:
         worker = Worker(chan, setup.body)
         worker.run()
     except CandidateError as e:
-        chan.send("error", {"stage": e.stage, "message": e.message, "task_error": e.stage == "reference"})
+        chan.send(
+            "error",
+            {
+                "stage": e.stage,
+                "message": e.message,
+                "task_error": e.stage == "reference",
+                "audit": _violations(worker),
+            },
+        )
     except BaseException as e:  # candidate code can raise anything, SystemExit and KeyboardInterrupt included
         stage = worker.stage if worker is not None else "setup"
-        chan.send("error", {"stage": stage, "message": _digest_exception(e, "candidate.py"), "infra": stage == "setup"})
+        chan.send(
+            "error",
+            {
+                "stage": stage,
+                "message": _digest_exception(e, "candidate.py"),
+                "infra": stage == "setup",
+                "audit": _violations(worker),
+            },
+        )
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: candidate atexit handlers and CUDA teardown must not run

@@ -37,11 +37,11 @@ def test_evaluator_owns_flags():
              extra_ldflags=["-lcublas", "-lcuda"], extra_include_paths=["/home/secret"])
     b = prepare_build(s, cfg, "9.0")
     assert b.cuda_cflags == ["-O3", "--use_fast_math", "-Xptxas=-v"]
-    assert b.ldflags == ["-lcuda"]
-    assert set(b.dropped_flags) == {"-O0", "-arch=sm_80", "-I/etc", "-lcublas", "include path /home/secret"}
+    assert b.ldflags == ["-lcublas", "-lcuda"]  # linking is allowed; calling cuBLAS is policed elsewhere
+    assert set(b.dropped_flags) == {"-O0", "-arch=sm_80", "-I/etc", "include path /home/secret"}
     assert b.arch_list == "9.0"
-    allowed = SandboxConfig(backend="cuda", split_sources=False, policy={"allowed_libraries": ["cublas"]})
-    assert "-lcublas" in prepare_build(s, allowed, "9.0").ldflags
+    s2 = spec(extra_ldflags=["-L/tmp/evil", "-Wl,-rpath,/tmp"])
+    assert set(prepare_build(s2, SandboxConfig(backend="cpu"), None).dropped_flags) == {"-L/tmp/evil", "-Wl,-rpath,/tmp"}
 
 
 def test_cpu_backend_rejects_cuda_sources():
