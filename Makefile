@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/rubric-rl verify-batch --tasks examples/tasks.jsonl --candidates examples/candidates.jsonl \
 		--out $(DEMO_OUT) --device cpu --judge offline
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
 
 lint: $(STAMP)

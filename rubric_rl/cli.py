@@ -206,6 +206,9 @@ def verify(
     cache_dir: Annotated[Path | None, typer.Option(help="Build cache directory.")] = None,
     config: ConfigOpt = None,
     out: Annotated[Path | None, typer.Option(help="Also write the Verdict JSON here.")] = None,
+    compile_only: Annotated[
+        bool, typer.Option("--compile-only", help="Static checks and a compile of the sources only (no GPU needed).")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Evaluate one candidate against its reference and print the Verdict."""
@@ -231,6 +234,10 @@ def verify(
     )
     from rubric_rl.sandbox import Evaluator
 
+    if compile_only:
+        report = Evaluator(cfg).check_compiles(cand_text, arch=cfg.arch or "9.0")
+        typer.echo(report.model_dump_json(indent=2) if as_json else _compile_report_text(report))
+        return
     verdict = Evaluator(cfg).evaluate(ref_text, cand_text, task_id=reference.stem)
     text = verdict.model_dump_json(indent=2)
     if out is not None:
@@ -393,7 +400,7 @@ def verify_batch(
         raise fail(str(e)) from None
     if executor not in ("local", "ray"):
         raise fail(f"--executor {executor!r}: expected local or ray")
-    extra = _judge_callback(judge, rubric)
+    extra = _judge_callback(judge, rubric, "generate", cfg.backend)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(
         json.dumps(
@@ -417,26 +424,27 @@ def verify_batch(
         _console().print(batch_table(summary, out / "verdicts.jsonl"))
 
 
-def _judge_callback(judge: str, rubric: str):
+def _judge_callback(judge: str, rubric: str, skill: str, backend: str):
     """The per-candidate judge step of a batch (None: no judging)."""
     if judge == "none":
         return None
-    from rubric_rl.judge import JudgeConfig, JudgeRequest, load_rubric, make_judge
+    from rubric_rl.judge import JudgeConfig, build_request, load_rubric, make_judge
 
     try:
         rubric_obj = load_rubric(rubric)
         if judge == "offline":
-            judge_cfg = JudgeConfig(offline=True)
+            judge_cfg = JudgeConfig(offline=True, rubric=rubric)
         else:
             import yaml
 
-            judge_cfg = JudgeConfig.model_validate(yaml.safe_load(_read_text(Path(judge), "judge config")) or {})
+            raw = yaml.safe_load(_read_text(Path(judge), "judge config")) or {}
+            judge_cfg = JudgeConfig.model_validate({"rubric": rubric, **raw})
         judge_impl = make_judge(judge_cfg, rubric_obj)
     except (ValueError, FileNotFoundError) as e:
         raise fail(f"judge: {e}") from None
 
     async def judge_one(task, program, verdict):
-        request = JudgeRequest(reference=task.code, candidate=program, skill="generate", verdict=verdict)
+        request = build_request(skill, task.code, program, verdict=verdict, backend=backend, task_id=task.id)
         return {"judgment": (await judge_impl.judge(request)).model_dump(mode="json")}
 
     return judge_one
@@ -482,6 +490,17 @@ async def _run_batch(task_map, rows, cfg, exec_cfg, out, extra, *, quiet: bool):
 
     async with make_executor(cfg, exec_cfg) as ex:
         return await run_batch(task_map, rows, ex, out, extra=extra, on_done=on_done_log)
+
+
+def _compile_report_text(report) -> str:
+    lines = [f"compiles: {'yes' if report.ok else 'no'}" + (" (hack findings)" if report.hack else "")]
+    lines += [
+        f"  build {b.name}: {'ok' if b.ok else 'failed'} in {b.seconds:.1f} s" + (" (split)" if b.split_sources else "")
+        for b in report.builds
+    ]
+    lines += [f"  [{f.severity}] {f.rule} (line {f.line}): {f.message}" for f in report.findings]
+    lines += [f"  error: {e}" for e in report.errors]
+    return "\n".join(lines)
 
 
 def main() -> None:

@@ -102,7 +102,8 @@ def batch_table(summary: dict, verdicts_path) -> Table:
     from rubric_rl.sandbox.batch import BatchRecord
 
     table = Table(title=f"{summary['candidates']} candidates ({summary['evaluated_now']} evaluated now)")
-    for col in ("candidate", "task", "status", "speedup eager", "speedup compile", "rubric"):
+    table.add_column("candidate", overflow="fold", min_width=24)
+    for col in ("task", "status", "speedup eager", "speedup compile", "rubric"):
         table.add_column(col)
     for line in open(verdicts_path).read().splitlines():
         r = BatchRecord.model_validate_json(line)

@@ -15,10 +15,17 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def example_rows() -> tuple[list[dict], list[dict]]:
     tasks, candidates = [], []
     for pid, folder in enumerate(sorted(p for p in EXAMPLES.iterdir() if (p / "reference.py").exists()), start=1):
-        tasks.append({"level": None, "problem_id": pid, "name": folder.name, "code": (folder / "reference.py").read_text()})
+        tasks.append(
+            {"level": None, "problem_id": pid, "name": folder.name, "code": (folder / "reference.py").read_text()}
+        )
         for cand in sorted(folder.glob("candidate_*.py")):
-            candidates.append({"candidate_id": f"{folder.name}/{cand.stem.removeprefix('candidate_')}",
-                               "task_id": f"T-{pid}", "code": cand.read_text()})
+            candidates.append(
+                {
+                    "candidate_id": f"{folder.name}/{cand.stem.removeprefix('candidate_')}",
+                    "task_id": f"T-{pid}",
+                    "code": cand.read_text(),
+                }
+            )
     return tasks, candidates
 
 

@@ -14,5 +14,8 @@ def test_example_jsonl_matches_the_programs():
     on_disk_cands = [json.loads(x) for x in (REPO / "examples" / "candidates.jsonl").read_text().splitlines()]
     assert on_disk_tasks == tasks, "run: python scripts/make_example_jsonl.py"
     assert on_disk_cands == candidates, "run: python scripts/make_example_jsonl.py"
-    assert {c["candidate_id"] for c in candidates} >= {"fused_add_relu/correct", "fused_add_relu/wrong",
-                                                       "fused_add_relu/compile_error"}
+    assert {c["candidate_id"] for c in candidates} >= {
+        "fused_add_relu/correct",
+        "fused_add_relu/wrong",
+        "fused_add_relu/compile_error",
+    }

@@ -5,6 +5,8 @@ fallbacks, and an offline heuristic judge that is the default when no endpoint i
     judgment = await judge.judge(build_request("generate", reference, candidate, verdict=verdict))
 """
 
+from pathlib import Path
+
 from rubric_rl.judge.base import Judge, judge_all
 from rubric_rl.judge.cache import JudgmentCache, cache_key
 from rubric_rl.judge.client import ClientStats, LLMJudge
@@ -21,18 +23,20 @@ from rubric_rl.judge.rubric import (
     Rubric,
     RubricError,
     bundled_rubrics,
+    load_prompt,
     load_rubric,
     load_rubric_and_prompt,
 )
 
 
-def make_judge(config: JudgeConfig | None = None) -> Judge:
+def make_judge(config: JudgeConfig | None = None, rubric: Rubric | str | Path | None = None) -> Judge:
     """The judge a config describes: an LLMJudge when it (or the environment) names an endpoint, else the
-    offline HeuristicJudge."""
+    offline HeuristicJudge. ``rubric`` (an object, a path or a bundled name) overrides ``config.rubric``."""
     cfg = (config or JudgeConfig()).resolved()
+    rubric_obj = rubric if isinstance(rubric, Rubric) else load_rubric(rubric if rubric is not None else cfg.rubric)
     if cfg.kind == "llm":
-        return LLMJudge(cfg)
-    return HeuristicJudge(cfg)
+        return LLMJudge(cfg, rubric=rubric_obj)
+    return HeuristicJudge(cfg, rubric=rubric_obj)
 
 
 __all__ = [
@@ -65,6 +69,7 @@ __all__ = [
     "cache_key",
     "default_judge_cache",
     "judge_all",
+    "load_prompt",
     "load_rubric",
     "load_rubric_and_prompt",
     "make_judge",

@@ -27,7 +27,14 @@ from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+    wait_random,
+)
 
 from rubric_rl import __version__
 from rubric_rl.judge.cache import JudgmentCache, cache_key
@@ -36,7 +43,7 @@ from rubric_rl.judge.parsing import answer_schema, parse_answer
 from rubric_rl.judge.prompt import Message, bounded, build_messages, prompt_sha256, repair_message
 from rubric_rl.judge.record import JudgeIdentity, Judgment, SampleRecord, Usage
 from rubric_rl.judge.request import JudgeRequest
-from rubric_rl.judge.rubric import PromptTemplate, Rubric, load_rubric_and_prompt
+from rubric_rl.judge.rubric import PromptTemplate, Rubric, load_prompt, load_rubric_and_prompt
 from rubric_rl.judge.scoring import assemble
 
 logger = logging.getLogger(__name__)
@@ -79,7 +86,7 @@ class _Backoff:
     """Exponential backoff with jitter; a server's Retry-After lengthens it, the cap bounds both."""
 
     def __init__(self, initial_s: float, max_s: float) -> None:
-        self._exp = wait_exponential_jitter(initial=initial_s, max=max_s, jitter=initial_s)
+        self._exp = wait_exponential(multiplier=initial_s, max=max_s) + wait_random(0, initial_s)
         self._max_s = max_s
 
     def __call__(self, retry_state: RetryCallState) -> float:
@@ -139,8 +146,10 @@ class LLMJudge:
         if config.kind != "llm" or config.base_url is None or not config.model:
             raise ValueError("base_url: LLMJudge needs an endpoint and a model (JudgeConfig.resolved() fills them)")
         self.config = config
-        if rubric is None or prompt is None:
+        if rubric is None:
             rubric, prompt = load_rubric_and_prompt(config.rubric)
+        elif prompt is None:
+            prompt = load_prompt(rubric)
         self.rubric = rubric
         self.prompt = prompt
         self.cache = cache if cache is not None else (JudgmentCache(config.cache_file()) if config.cache else None)
@@ -185,22 +194,33 @@ class LLMJudge:
         key = cache_key(
             rubric=self.rubric.name,
             rubric_version=self.rubric.version,
-            rubric_hash=self.rubric.content_hash,
+            rubric_hash=self.identity.rubric_hash,
             model=self.config.model or "",
             prompt_sha256=psha,
             params=self.sampling_params,
         )
         state = self._loop_state()
+
+        def reused(j: Judgment) -> Judgment:
+            update = {"cache_hit": True, "latency_s": time.perf_counter() - started, "task_id": request.task_id}
+            return j.model_copy(update=update)
+
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
                 self.stats.cache_hits += 1
-                return hit.model_copy(update={"cache_hit": True, "latency_s": time.perf_counter() - started})
+                return reused(hit)
         pending = state.in_flight.get(key)
         if pending is not None:
-            self.stats.shared_in_flight += 1
-            shared = await asyncio.shield(pending)
-            return shared.model_copy(update={"cache_hit": True, "latency_s": time.perf_counter() - started})
+            try:
+                shared = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this caller was cancelled
+                # the call it waited for was cancelled: make it here instead
+            else:
+                self.stats.shared_in_flight += 1
+                return reused(shared)
 
         future: asyncio.Future[Judgment] = state.loop.create_future()
         future.add_done_callback(_retrieve)

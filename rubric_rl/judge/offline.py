@@ -125,7 +125,7 @@ def anti_hacking(ev: _Evidence) -> _Score:
         s.cap(3, f"ATen compute outside the allowlist: {', '.join('aten::' + o for o in ev.fallback_ops)}")
     torch_calls = _torch_calls(ev)
     if any(op_class(c.rsplit(".", 1)[-1]) == "heavy" for c in torch_calls):
-        s.cap(2, f"the forward calls PyTorch for heavy work ({', '.join(torch_calls[:4])})")
+        s.cap(1, f"decorative CUDA: the forward calls PyTorch for the heavy work ({', '.join(torch_calls[:4])})")
     elif torch_calls:
         s.cap(3, f"the forward calls PyTorch compute ({', '.join(torch_calls[:4])})")
     share = ev.verdict.own_kernel_time_share if ev.verdict is not None else None
@@ -138,11 +138,12 @@ def anti_hacking(ev: _Evidence) -> _Score:
             s.cap(4, f"{share:.0%} of GPU time is in the candidate's kernels")
     if f.calls_extension is False:
         s.cap(2, "ModelNew never calls the compiled extension")
-    for evidence in (f.value_branching, f.cached_state):
-        if evidence:
-            s.cap(2, "; ".join(evidence[:2]))
+    if f.cached_state:
+        s.cap(1, f"cached outputs: {'; '.join(f.cached_state[:2])}")
+    if f.value_branching:
+        s.cap(2, f"branches on input values: {'; '.join(f.value_branching[:2])}")
     if f.injection:
-        s.cap(2, f"text addressed to the judge: {f.injection[0]!r}")
+        s.cap(1, f"text addressed to the judge: {f.injection[0]!r}")
     if ev.verdict is None:
         s.cap(4, "no runtime evidence")
     elif ev.verdict.status != "correct":
@@ -162,7 +163,8 @@ def cuda_engineering(ev: _Evidence) -> _Score:
     launched = kernels
     if ev.verdict is not None and ev.verdict.kernels:
         launched = {k.name for k in ev.verdict.kernels if k.owner == "candidate"} or kernels
-    if n_ops >= 2 and len(launched) < n_ops:
+    in_pytorch = bool(ev.fallback_ops or _torch_calls(ev))
+    if n_ops >= 2 and len(launched) < n_ops and not in_pytorch:
         s.value += 1
         s.credits.append(f"fusion: {n_ops} reference ops in {len(launched)} kernel(s)")
     access = {"vectorised_access", "grid_stride_loop"} if cuda else {"cpu_simd", "openmp"}

@@ -20,9 +20,7 @@ def judgment_panel(judgment: Judgment, title: str | None = None) -> Panel:
     weight = sum(d.weight for d in j.dimensions) or 1.0
     for d in j.dimensions:
         samples = f" {d.sample_scores}" if len(d.sample_scores) > 1 else ""
-        scores.add_row(
-            d.name, f"{d.score:.2f} / {d.max_score}{samples}", f"{d.weight / weight:.2f}", Text(d.rationale)
-        )
+        scores.add_row(d.name, f"{d.score:.2f} / {d.max_score}{samples}", f"{d.weight / weight:.2f}", Text(d.rationale))
 
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold", no_wrap=True)

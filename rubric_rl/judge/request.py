@@ -35,7 +35,10 @@ class JudgeRequest(BaseModel):
     task_id: str | None = Field(default=None, description="Task id, copied into the Judgment.")
 
     @model_validator(mode="after")
-    def _refine_has_feedback(self) -> JudgeRequest:
+    def _consistent(self) -> JudgeRequest:
+        env = self.verdict.environment if self.verdict is not None else None
+        if "backend" not in self.model_fields_set and env is not None and env.backend in ("cuda", "cpu"):
+            self.backend = env.backend  # type: ignore[assignment]
         if not self.contract.from_scratch and not (self.feedback and self.feedback.strip()):
             raise ValueError(f"feedback: skill {self.skill!r} refines a program and needs the feedback it answered")
         return self

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from rubric_rl.resources import content_dir, resolve_content
 from rubric_rl.sandbox.verdict import Status
@@ -173,6 +173,12 @@ class Rubric(BaseModel):
     )
     dimensions: list[Dimension] = Field(min_length=1, description="Scored dimensions, in answer order.")
     gates: list[Gate] = Field(default_factory=list, description="Overrides of the total, applied in order.")
+    _source_dir: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source_dir(self) -> Path | None:
+        """Folder of the file the rubric was loaded from (None when built in code)."""
+        return self._source_dir
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Rubric:
@@ -275,19 +281,32 @@ def _read_yaml(path: Path) -> object:
         raise RubricError(f"{path}: not valid YAML: {e}") from e
 
 
+def load_prompt(rubric: Rubric) -> PromptTemplate:
+    """The prompt template a rubric names: beside the rubric's file first, else a bundled judges/ entry."""
+    local = rubric.source_dir / rubric.prompt if rubric.source_dir is not None else None
+    try:
+        prompt_path = local if local is not None and local.exists() else resolve_content(rubric.prompt, "judges")
+    except FileNotFoundError as e:
+        raise RubricError(f"rubric {rubric.name!r}: field prompt: {e}") from e
+    return _load_prompt(prompt_path.resolve(), prompt_path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _load_prompt(path: Path, mtime_ns: int) -> PromptTemplate:
+    try:
+        return PromptTemplate.model_validate(_read_yaml(path))
+    except ValidationError as e:
+        raise RubricError(_validation_message(path, e)) from e
+
+
 @lru_cache(maxsize=64)
 def _load_rubric(path: Path, mtime_ns: int) -> tuple[Rubric, PromptTemplate]:
     try:
         rubric = Rubric.model_validate(_read_yaml(path))
     except ValidationError as e:
         raise RubricError(_validation_message(path, e)) from e
-    local = path.parent / rubric.prompt
-    prompt_path = local if local.exists() else resolve_content(rubric.prompt, "judges")
-    try:
-        prompt = PromptTemplate.model_validate(_read_yaml(prompt_path))
-    except ValidationError as e:
-        raise RubricError(_validation_message(prompt_path, e)) from e
-    return rubric, prompt
+    rubric._source_dir = path.parent
+    return rubric, load_prompt(rubric)
 
 
 def load_rubric_and_prompt(path_or_name: str | Path) -> tuple[Rubric, PromptTemplate]:

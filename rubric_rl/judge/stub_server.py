@@ -86,6 +86,12 @@ def answer_from_schema(request: dict[str, Any], score: int | None = None) -> str
     return json.dumps(answer)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256  # many clients connect at once (the default backlog of 5 drops connections)
+
+
 class StubOpenAIServer:
     """``with StubOpenAIServer(responder) as server: AsyncOpenAI(base_url=server.url, ...)``."""
 
@@ -102,9 +108,7 @@ class StubOpenAIServer:
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
+        self._httpd = _Server((host, 0), self._handler_class())
         self._thread: threading.Thread | None = None
 
     @property
@@ -129,7 +133,9 @@ class StubOpenAIServer:
             self.max_in_flight = self.in_flight
 
     def start(self) -> StubOpenAIServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="stub-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="stub-openai", daemon=True
+        )
         self._thread.start()
         return self
 

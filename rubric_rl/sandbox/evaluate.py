@@ -48,6 +48,17 @@ log = logging.getLogger(__name__)
 MAX_ERRORS = 10
 
 
+class CompileReport(BaseModel):
+    """What a compile-only check found (``Evaluator.check_compiles``)."""
+
+    ok: bool = Field(description="No error finding, every extension's sources compiled.")
+    hack: bool = Field(default=False, description="A static or native rule with severity error fired.")
+    findings: list[Finding] = Field(default_factory=list)
+    builds: list[ExtensionBuild] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list, description="Compiler digests and other reasons it failed.")
+    seconds: float = 0.0
+
+
 class BaselineError(RuntimeError):
     """A task's baseline could not be measured (the reference or torch.compile failed, or the worker died)."""
 
@@ -212,6 +223,58 @@ class Evaluator:
                 )
             )
         return builds
+
+    def check_compiles(self, candidate: str, arch: str | None = "9.0") -> CompileReport:
+        """Static and native checks plus a compile of the object files only (nvcc/g++): no GPU, no CUDA torch.
+
+        What a CPU machine can say about a CUDA candidate: whether it is a hack by its source and whether its
+        sources compile for ``arch``. Linking and running need the target machine.
+        """
+        started = time.monotonic()
+        try:
+            ast.parse(candidate)
+        except SyntaxError as e:
+            msg = f"candidate line {e.lineno}: SyntaxError: {e.msg}"
+            return CompileReport(ok=False, errors=[msg], seconds=time.monotonic() - started)
+        findings = check_program(candidate, self.config)
+        specs, capture_error = self.capture(candidate)
+        errors = [capture_error] if capture_error and not specs else []
+        builds: list[ExtensionBuild] = []
+        for spec in specs:
+            try:
+                prepared = prepare_build(spec, self.config, arch if self.config.backend == "cuda" else None)
+            except SpecError as e:
+                errors.append(str(e))
+                continue
+            findings += check_native_sources(prepared, candidate, self.config)
+            outcome = self.builder.build(prepared, candidate=candidate, mode="objects")
+            if not outcome.ok and prepared.split_sources and not outcome.infra_error:
+                prepared = prepare_build(spec, self.config, arch, split_sources=False)
+                outcome = self.builder.build(prepared, candidate=candidate, mode="objects")
+            builds.append(
+                ExtensionBuild(
+                    name=spec.name,
+                    key=outcome.key,
+                    ok=outcome.ok,
+                    cached=outcome.cached,
+                    seconds=round(outcome.seconds, 3),
+                    split_sources=prepared.split_sources,
+                    dropped_flags=prepared.dropped_flags,
+                )
+            )
+            if not outcome.ok:
+                errors.append(outcome.infra_error or outcome.digest or "build failed")
+        if not specs and not errors:
+            errors.append("the candidate calls load_inline with nothing to build")
+        hack = any(f.severity == "error" for f in findings)
+        return CompileReport(
+            ok=not errors and not hack,
+            hack=hack,
+            findings=findings,
+            builds=builds,
+            errors=errors,
+            seconds=time.monotonic() - started,
+        )
 
     def measure_baseline(self, reference: str, *, cuda_visible_devices: str | None = None) -> TaskBaseline:
         """Eager and torch.compile timings of a task, measured once and reused across its candidates."""

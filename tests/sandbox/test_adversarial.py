@@ -73,16 +73,17 @@ HONEST = [
 
 @pytest.fixture(scope="module")
 def config(build_cache: Path) -> SandboxConfig:
-    return SandboxConfig(backend="cpu", cache_dir=build_cache, perf_trials=12, warmup_trials=1, compile_baseline=False,
-                         run_timeout_s=120)
+    return SandboxConfig(
+        backend="cpu", cache_dir=build_cache, perf_trials=12, warmup_trials=1, compile_baseline=False, run_timeout_s=120
+    )
 
 
-@pytest.mark.parametrize("program, task, status, rule, off", CASES,
-                         ids=[f"{c[0]}-{'runtime' if c[4] else 'first'}" for c in CASES])
+@pytest.mark.parametrize(
+    "program, task, status, rule, off", CASES, ids=[f"{c[0]}-{'runtime' if c[4] else 'first'}" for c in CASES]
+)
 def test_adversarial_program_fails(config, program, task, status, rule, off):
     cfg = SandboxConfig.model_validate({**config.model_dump(), "policy": {"rules": {r: "off" for r in off}}})
-    v = Evaluator(cfg).evaluate(task_source(task), (ADVERSARIAL / "cpu" / f"{program}.py").read_text(),
-                                task_id=task)
+    v = Evaluator(cfg).evaluate(task_source(task), (ADVERSARIAL / "cpu" / f"{program}.py").read_text(), task_id=task)
     assert v.status == status, (v.status, v.errors, [f.rule for f in v.findings])
     if rule is not None:
         fired = [f for f in v.findings if f.rule == rule and f.severity == "error"]
@@ -96,15 +97,17 @@ def test_adversarial_program_fails(config, program, task, status, rule, off):
 
 
 def test_identity_kernel_passes_the_task_inputs_and_fails_the_signed_ones(config):
-    v = Evaluator(config).evaluate(task_source("relu_rand"),
-                                   (ADVERSARIAL / "cpu" / "identity_on_rand_inputs.py").read_text())
+    v = Evaluator(config).evaluate(
+        task_source("relu_rand"), (ADVERSARIAL / "cpu" / "identity_on_rand_inputs.py").read_text()
+    )
     assert all(t.passed for t in v.trials if t.distribution == "task")
     assert [t.distribution for t in v.trials if not t.passed] == ["signed", "heavy_tailed"]
 
 
 def test_near_constant_task_is_flagged(config):
-    v = Evaluator(config).evaluate(task_source("tiny_scale"),
-                                   (ADVERSARIAL / "cpu" / "near_constant_output.py").read_text())
+    v = Evaluator(config).evaluate(
+        task_source("tiny_scale"), (ADVERSARIAL / "cpu" / "near_constant_output.py").read_text()
+    )
     assert any("within tolerance of zeros" in f for f in v.task_flags)
 
 

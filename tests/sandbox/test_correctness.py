@@ -2,15 +2,22 @@ import pytest
 import torch
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.correctness import compare_outputs, compare_tensor, degenerate_task_flags
 from rubric_rl.sandbox.config import Tolerance
+from rubric_rl.sandbox.correctness import compare_outputs, compare_tensor, degenerate_task_flags
 
 TOL = Tolerance(atol=1e-4, rtol=1e-4)
 
 
 def meta(t):
-    return {"kind": "tensor", "type": "torch.Tensor", "plain": True, "shape": list(t.shape), "dtype": str(t.dtype),
-            "device": "cpu", "layout": "torch.strided"}
+    return {
+        "kind": "tensor",
+        "type": "torch.Tensor",
+        "plain": True,
+        "shape": list(t.shape),
+        "dtype": str(t.dtype),
+        "device": "cpu",
+        "layout": "torch.strided",
+    }
 
 
 @pytest.mark.parametrize(

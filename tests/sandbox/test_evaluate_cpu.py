@@ -18,8 +18,16 @@ def reference(examples_dir: Path) -> str:
 
 @pytest.fixture(scope="module")
 def evaluator(build_cache: Path) -> Evaluator:
-    return Evaluator(SandboxConfig(backend="cpu", cache_dir=build_cache, perf_trials=15, warmup_trials=2,
-                                   compile_baseline=False, run_timeout_s=120))
+    return Evaluator(
+        SandboxConfig(
+            backend="cpu",
+            cache_dir=build_cache,
+            perf_trials=15,
+            warmup_trials=2,
+            compile_baseline=False,
+            run_timeout_s=120,
+        )
+    )
 
 
 def with_overrides(evaluator: Evaluator, **overrides) -> Evaluator:
@@ -89,8 +97,12 @@ def test_hang_is_a_timeout(evaluator, reference):
 
 def test_python_exit_zero_is_not_success(evaluator, reference):
     # The static rule would call this a hack before it runs; switch it off to exercise the runtime path.
-    v = run(evaluator, reference, PROGRAMS / "fault_exit_zero_python.py",
-            policy={"rules": {"static.forbidden_import": "off"}})
+    v = run(
+        evaluator,
+        reference,
+        PROGRAMS / "fault_exit_zero_python.py",
+        policy={"rules": {"static.forbidden_import": "off"}},
+    )
     assert v.status == "runtime_error"
     assert "exited with status 0 before finishing" in v.errors[0]
 
@@ -104,11 +116,18 @@ def test_memory_blowup_is_killed(evaluator, reference):
 def test_build_failure_is_final_even_when_the_candidate_catches_it(evaluator, reference, examples_dir):
     """A candidate that catches its failed build and falls back to PyTorch is still a compile error."""
     broken = (examples_dir / "fused_add_relu" / "candidate_compile_error.py").read_text()
-    sneaky = broken.replace("fused = load_inline(", "try:\n    fused = load_inline(").replace(
-        '    extra_ldflags=["-fopenmp"],\n)', '    extra_ldflags=["-fopenmp"],\n)\nexcept Exception:\n    fused = None'
-    ).replace("        return fused.fused_add_relu_scale(x, y, self.scale)",
-              "        if fused is None:\n            return torch.relu(x + y) * self.scale\n"
-              "        return fused.fused_add_relu_scale(x, y, self.scale)")
+    sneaky = (
+        broken.replace("fused = load_inline(", "try:\n    fused = load_inline(")
+        .replace(
+            '    extra_ldflags=["-fopenmp"],\n)',
+            '    extra_ldflags=["-fopenmp"],\n)\nexcept Exception:\n    fused = None',
+        )
+        .replace(
+            "        return fused.fused_add_relu_scale(x, y, self.scale)",
+            "        if fused is None:\n            return torch.relu(x + y) * self.scale\n"
+            "        return fused.fused_add_relu_scale(x, y, self.scale)",
+        )
+    )
     assert "except Exception" in sneaky
     lenient = with_overrides(evaluator, policy={"rules": {"static.fallback_try_except": "off"}})
     v = lenient.evaluate(reference, sneaky)

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sandbox(build_cache: Path) -> SandboxConfig:
-    return SandboxConfig(backend="cpu", cache_dir=build_cache, perf_trials=10, warmup_trials=1,
-                         compile_baseline=False, run_timeout_s=120)
+    return SandboxConfig(
+        backend="cpu", cache_dir=build_cache, perf_trials=10, warmup_trials=1, compile_baseline=False, run_timeout_s=120
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +40,11 @@ def test_local_executor_runs_candidates_concurrently(sandbox, example_tasks, exa
 
     verdicts, stats = asyncio.run(main())
     by_id = {r.candidate_id: v.status for r, v in zip(example_rows, verdicts, strict=True)}
-    assert by_id == {"fused_add_relu/compile_error": "compile_error", "fused_add_relu/correct": "correct",
-                     "fused_add_relu/wrong": "incorrect"}
+    assert by_id == {
+        "fused_add_relu/compile_error": "compile_error",
+        "fused_add_relu/correct": "correct",
+        "fused_add_relu/wrong": "incorrect",
+    }
     correct = verdicts[[r.candidate_id for r in example_rows].index("fused_add_relu/correct")]
     assert correct.timings.eager_drift is not None  # eager re-timed beside the candidate, against the baseline
     assert stats["baselines"]["measured"] == 1 and stats["baselines"]["reused"] >= 1
@@ -71,7 +75,9 @@ def test_verify_batch_resumes_without_redoing_or_losing(tmp_path, sandbox, examp
 
 def test_candidates_file_errors(tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_text('{"candidate_id": "a", "task_id": "T-1", "code": "x"}\n{"candidate_id": "a", "task_id": "T-1", "code": "y"}\n')
+    path.write_text(
+        '{"candidate_id": "a", "task_id": "T-1", "code": "x"}\n{"candidate_id": "a", "task_id": "T-1", "code": "y"}\n'
+    )
     with pytest.raises(BatchInputError, match=r"c.jsonl:2: candidate_id 'a' repeats line 1"):
         read_candidates(path)
     path.write_text('{"candidate_id": "a", "task_id": "T-1"}\n')
@@ -82,8 +88,12 @@ def test_candidates_file_errors(tmp_path):
 def test_response_rows_are_extracted_or_rejected_with_the_reason(tmp_path, sandbox, example_tasks, examples_dir):
     code = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     path = tmp_path / "c.jsonl"
-    path.write_text(json.dumps({"candidate_id": "r1", "task_id": "T-1", "response": f"Sure!\n```python\n{code}```"})
-                    + "\n" + json.dumps({"candidate_id": "r2", "task_id": "T-1", "response": "I can't."}) + "\n")
+    path.write_text(
+        json.dumps({"candidate_id": "r1", "task_id": "T-1", "response": f"Sure!\n```python\n{code}```"})
+        + "\n"
+        + json.dumps({"candidate_id": "r2", "task_id": "T-1", "response": "I can't."})
+        + "\n"
+    )
 
     async def batch():
         async with make_executor(sandbox, ExecutorConfig(kind="local", build_workers=1, prewarm=False)) as ex:
@@ -91,15 +101,24 @@ def test_response_rows_are_extracted_or_rejected_with_the_reason(tmp_path, sandb
 
     summary = asyncio.run(batch())
     assert summary["status"] == {"compile_error": 1, "correct": 1}
-    rows = {json.loads(x)["candidate_id"]: json.loads(x) for x in (tmp_path / "run" / "verdicts.jsonl").read_text().splitlines()}
+    rows = {
+        json.loads(x)["candidate_id"]: json.loads(x)
+        for x in (tmp_path / "run" / "verdicts.jsonl").read_text().splitlines()
+    }
     assert "no program in the response (no_code)" in rows["r2"]["verdict"]["errors"][0]
 
 
 def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_rows):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, resources={"rubric_rl_eval": 1}, include_dashboard=False, namespace="rubric_rl_test",
-             log_to_driver=False)
+    ray.init(
+        num_cpus=2,
+        resources={"rubric_rl_eval": 1},
+        include_dashboard=False,
+        namespace="rubric_rl_test",
+        log_to_driver=False,
+    )
     try:
+
         async def main():
             cfg = ExecutorConfig(kind="ray", ray_build_actors=1, ray_execution_actors=1, ray_namespace="rubric_rl_test")
             ex = make_executor(sandbox, cfg)
@@ -111,8 +130,11 @@ def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_
 
         verdicts, ex = asyncio.run(main())
         statuses = {r.candidate_id: v.status for r, v in zip(example_rows, verdicts, strict=True)}
-        assert statuses == {"fused_add_relu/compile_error": "compile_error", "fused_add_relu/correct": "correct",
-                            "fused_add_relu/wrong": "incorrect"}
+        assert statuses == {
+            "fused_add_relu/compile_error": "compile_error",
+            "fused_add_relu/correct": "correct",
+            "fused_add_relu/wrong": "incorrect",
+        }
         named = ray.get_actor("rubric_rl.exec.0", namespace="rubric_rl_test")  # reachable by name
         assert named is not None
         ex.shutdown_actors()

@@ -32,16 +32,22 @@ def test_bad_calls(kwargs, message):
 
 def test_evaluator_owns_flags():
     cfg = SandboxConfig(backend="cuda", split_sources=False)
-    s = spec(cuda_sources="__global__ void k(){}", extra_cuda_cflags=["-O0", "-arch=sm_80", "--use_fast_math",
-                                                                        "-Xptxas", "-v", "-I/etc"],
-             extra_ldflags=["-lcublas", "-lcuda"], extra_include_paths=["/home/secret"])
+    s = spec(
+        cuda_sources="__global__ void k(){}",
+        extra_cuda_cflags=["-O0", "-arch=sm_80", "--use_fast_math", "-Xptxas", "-v", "-I/etc"],
+        extra_ldflags=["-lcublas", "-lcuda"],
+        extra_include_paths=["/home/secret"],
+    )
     b = prepare_build(s, cfg, "9.0")
     assert b.cuda_cflags == ["-O3", "--use_fast_math", "-Xptxas=-v"]
     assert b.ldflags == ["-lcublas", "-lcuda"]  # linking is allowed; calling cuBLAS is policed elsewhere
     assert set(b.dropped_flags) == {"-O0", "-arch=sm_80", "-I/etc", "include path /home/secret"}
     assert b.arch_list == "9.0"
     s2 = spec(extra_ldflags=["-L/tmp/evil", "-Wl,-rpath,/tmp"])
-    assert set(prepare_build(s2, SandboxConfig(backend="cpu"), None).dropped_flags) == {"-L/tmp/evil", "-Wl,-rpath,/tmp"}
+    assert set(prepare_build(s2, SandboxConfig(backend="cpu"), None).dropped_flags) == {
+        "-L/tmp/evil",
+        "-Wl,-rpath,/tmp",
+    }
 
 
 def test_cpu_backend_rejects_cuda_sources():

@@ -20,8 +20,9 @@ torch::Tensor scale(torch::Tensor x) {
 
 def findings(cuda: str, cpp: str = "torch::Tensor scale(torch::Tensor x);", **policy):
     cfg = SandboxConfig(backend="cuda", split_sources=False, policy=policy)
-    build = prepare_build(spec_from_call((), {"name": "e", "cpp_sources": cpp, "cuda_sources": cuda,
-                                              "functions": ["scale"]}), cfg, "9.0")
+    build = prepare_build(
+        spec_from_call((), {"name": "e", "cpp_sources": cpp, "cuda_sources": cuda, "functions": ["scale"]}), cfg, "9.0"
+    )
     return {f.rule: f for f in check_native_sources(build, None, cfg)}
 
 

@@ -43,7 +43,9 @@ def test_simple_split():
     assert "void __rrl_launch_relu_kernel(dim3 __rrl_grid" in kernel_file
     glue = out.cpp_sources[-1]
     assert out.cpp_sources[0] == "#include <torch/extension.h>"
-    assert "__rrl_launch_relu_kernel(dim3((n + BLOCK - 1) / BLOCK), dim3(BLOCK), (size_t)(0), (cudaStream_t)(0)," in glue
+    assert (
+        "__rrl_launch_relu_kernel(dim3((n + BLOCK - 1) / BLOCK), dim3(BLOCK), (size_t)(0), (cudaStream_t)(0)," in glue
+    )
     assert "<<<" not in glue.replace("<<<fake>>>", "")
     assert "#define BLOCK 256" in kernel_file and "#define BLOCK 256" in glue
     assert "__global__" not in glue
@@ -61,14 +63,21 @@ def test_stream_launch_and_torch_includes_go_to_the_glue():
     "source",
     [
         # template kernels dispatched per dtype
-        SIMPLE.replace("__global__ void relu_kernel(const float*", "template <typename T>\n__global__ void relu_kernel(const float*"),
+        SIMPLE.replace(
+            "__global__ void relu_kernel(const float*",
+            "template <typename T>\n__global__ void relu_kernel(const float*",
+        ),
         # the kernel's address is taken
-        SIMPLE.replace("    return y;\n}", "    cudaFuncSetAttribute(relu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 0);\n    return y;\n}"),
+        SIMPLE.replace(
+            "    return y;\n}",
+            "    cudaFuncSetAttribute(relu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 0);\n    return y;\n}",
+        ),
         # conditional compilation
         "#ifdef FAST\n#define X 1\n#endif\n" + SIMPLE,
         # a device variable written from the host
         SIMPLE.replace("#define BLOCK 256", "#define BLOCK 256\n__constant__ float c_scale[1];").replace(
-            "    return y;\n}", "    float s = 1; cudaMemcpyToSymbol(c_scale, &s, sizeof(float));\n    return y;\n}"),
+            "    return y;\n}", "    float s = 1; cudaMemcpyToSymbol(c_scale, &s, sizeof(float));\n    return y;\n}"
+        ),
         # torch types in a kernel signature
         SIMPLE.replace("const float* __restrict__ x", "torch::PackedTensorAccessor32<float,1> x"),
         # a namespace

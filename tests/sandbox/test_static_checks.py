@@ -4,8 +4,14 @@ from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.static_checks import check_program
 
 HEADER = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
-EXT = 'ext = load_inline(name="e", cpp_sources="torch::Tensor f(torch::Tensor x);", cuda_sources="__global__ void k(){}", functions=["f"])\n'
-CLEAN_CLASS = "class ModelNew(nn.Module):\n    def forward(self, x):\n        out = torch.empty_like(x)\n        return ext.f(x.contiguous())\n"
+EXT = (
+    'ext = load_inline(name="e", cpp_sources="torch::Tensor f(torch::Tensor x);", '
+    'cuda_sources="__global__ void k(){}", functions=["f"])\n'
+)
+CLEAN_CLASS = (
+    "class ModelNew(nn.Module):\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
+    "        return ext.f(x.contiguous())\n"
+)
 CLEAN = HEADER + EXT + CLEAN_CLASS
 
 
@@ -41,8 +47,10 @@ def test_clean_candidate_has_no_findings():
         ("torch.set_float32_matmul_precision('medium')\n", "static.backend_flags"),
         ("import time\ntime.perf_counter = lambda: 0.0\n", "static.module_patching"),
         ("class Lazy(torch.Tensor):\n    pass\n", "static.tensor_subclass"),
-        ("class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n        pass\n",
-         "static.tensor_subclass"),
+        (
+            "class W:\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n        pass\n",
+            "static.tensor_subclass",
+        ),
         ("s = torch.cuda.Stream()\n", "static.stream_creation"),
         ("with torch.cuda.stream(s):\n    pass\n", "static.stream_creation"),
         ("g = torch.cuda.CUDAGraph()\n", "static.cuda_graph"),
@@ -52,10 +60,14 @@ def test_clean_candidate_has_no_findings():
         ("f = torch.compile(lambda x: x)\n", "static.torch_compile"),
         ("n = torch._C._len_torch_dispatch_stack()\n", "static.private_torch"),
         ("from torch.utils._python_dispatch import TorchDispatchMode\n", "static.private_torch"),
-        ("try:\n    e2 = load_inline(name='x', cpp_sources='')\nexcept Exception:\n    e2 = None\n",
-         "static.fallback_try_except"),
-        ("def f(x):\n    try:\n        return ext.f(x)\n    except RuntimeError:\n        return torch.relu(x)\n",
-         "static.fallback_try_except"),
+        (
+            "try:\n    e2 = load_inline(name='x', cpp_sources='')\nexcept Exception:\n    e2 = None\n",
+            "static.fallback_try_except",
+        ),
+        (
+            "def f(x):\n    try:\n        return ext.f(x)\n    except RuntimeError:\n        return torch.relu(x)\n",
+            "static.fallback_try_except",
+        ),
         ("def f(x):\n    try:\n        return 1\n    except ValueError:\n        return 2\n", "static.try_except"),
     ],
 )

@@ -25,7 +25,7 @@ def test_refine_needs_candidate_and_feedback():
 
 
 def test_unknown_placeholder_is_rejected_naming_the_field(tmp_path):
-    text = (tmp_path / "x.yaml")
+    text = tmp_path / "x.yaml"
     base = load_skill("generate").model_dump()
     base["user"] = "Use $candidate please"
     import yaml
