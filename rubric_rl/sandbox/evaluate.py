@@ -24,7 +24,7 @@ from rubric_rl import __version__
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
-from rubric_rl.sandbox.extension import ExtensionSpec, SpecError, prepare_build
+from rubric_rl.sandbox.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
 from rubric_rl.sandbox.guard import forbidden_ops
 from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
 from rubric_rl.sandbox.process import WorkerProcess
@@ -205,7 +205,10 @@ class Evaluator:
                 prepared = prepare_build(spec, self.config, arch)
             except SpecError:
                 continue
-            if any(f.severity == "error" for f in check_native_sources(prepared, candidate, self.config)):
+            if any(
+                f.severity == "error"
+                for f in check_native_sources(as_written(spec, self.config, arch), candidate, self.config)
+            ):
                 continue  # the execution will stop on these findings; no build needed
             outcome = self.builder.build(prepared, candidate=candidate)
             if not outcome.ok and prepared.split_sources and not outcome.infra_error:
@@ -246,7 +249,7 @@ class Evaluator:
             except SpecError as e:
                 errors.append(str(e))
                 continue
-            findings += check_native_sources(prepared, candidate, self.config)
+            findings += check_native_sources(as_written(spec, self.config, arch), candidate, self.config)
             outcome = self.builder.build(prepared, candidate=candidate, mode="objects")
             if not outcome.ok and prepared.split_sources and not outcome.infra_error:
                 prepared = prepare_build(spec, self.config, arch, split_sources=False)
@@ -435,7 +438,7 @@ class Evaluator:
             run.compile_log = str(e)
             run.error(f"build: {e}")
             return False, {"ok": False}
-        for f in check_native_sources(prepared, run.candidate, cfg):
+        for f in check_native_sources(as_written(spec, cfg, arch), run.candidate, cfg):
             run.findings.append(f)
         run.kernel_names |= kernel_names(prepared.cuda_sources if prepared.with_cuda else prepared.cpp_sources)
         if run.has_hack() and cfg.policy.stop_on_static_error:
@@ -694,6 +697,11 @@ class Evaluator:
                 rubric_rl=__version__,
             ),
         )
+
+
+def as_written(spec: ExtensionSpec, config: SandboxConfig, arch: str | None) -> PreparedBuild:
+    """The build of the candidate's own sources (no split): what native checks read, so lines map back."""
+    return prepare_build(spec, config, arch, split_sources=False)
 
 
 def _conversation(worker: WorkerProcess, setup: dict[str, Any], timeout_s: float) -> list[Message]:

@@ -1,0 +1,127 @@
+"""Sandbox benchmark on a GPU: per honest candidate, build seconds (cold and cached), correctness and timing
+seconds, speedups over eager and torch.compile, and the speedup's spread over repeated evaluations.
+
+    python scripts/bench_sandbox.py --problems problems.jsonl --out runs/bench_sandbox.json [--n 14 --repeats 5]
+
+Candidates are benchmarks/kernelbench/<task id>_*.py (honest programs for real KernelBench problems). Builds
+go into a fresh cache; the evaluations go through the local executor (warm workers, per-task baselines: eager
+is re-timed beside every candidate, torch.compile is timed once per task).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from benchlib import DEFAULT_CANDIDATES, cv, default_problems, discover, fmt, print_table, spread, write_json
+
+from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.executors import ExecutorConfig
+from rubric_rl.sandbox.executors.local import LocalExecutor
+from rubric_rl.sandbox.extension import prepare_build
+from rubric_rl.tasks import load_tasks
+
+
+def build_times(ex: LocalExecutor, program: str) -> dict:
+    """Capture, then build cold, then build again (cached), timing each step."""
+    t0 = time.monotonic()
+    specs, error = ex.evaluator.capture(program)
+    capture_s = time.monotonic() - t0
+    cold = cached = 0.0
+    ok, split = True, False
+    for spec in specs:
+        prepared = prepare_build(spec, ex.sandbox, ex.arch)
+        split = split or prepared.split_sources
+        t1 = time.monotonic()
+        outcome = ex.builder.build(prepared, candidate=program)
+        cold += time.monotonic() - t1
+        t2 = time.monotonic()
+        ex.builder.build(prepared, candidate=program)
+        cached += time.monotonic() - t2
+        ok = ok and outcome.ok
+    return {"capture_s": capture_s, "build_cold_s": cold, "build_cached_s": cached, "build_ok": ok and bool(specs),
+            "split": split, "capture_error": error}
+
+
+async def evaluate_all(ex: LocalExecutor, items: list[tuple], repeats: int) -> dict[str, list]:
+    results: dict[str, list] = {name: [] for name, _, _ in items}
+    for _ in range(repeats):  # repeats outermost, so slow drift falls on every candidate alike
+        for name, task, program in items:
+            results[name].append(await ex.evaluate(task, program))
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--problems", type=Path, default=None)
+    ap.add_argument("--candidates", type=Path, default=DEFAULT_CANDIDATES)
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_sandbox.json"))
+    ap.add_argument("--n", type=int, default=14)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--perf-trials", type=int, default=100)
+    ap.add_argument("--build-workers", type=int, default=8)
+    ap.add_argument("--cache-dir", type=Path, default=None)
+    args = ap.parse_args()
+
+    tasks = {t.id: t for t in load_tasks(args.problems or default_problems())}
+    chosen = spread(discover(args.candidates, tasks), args.n)
+    cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-sandbox-")) / "build"
+    sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
+    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers, prebuild=True))
+    items = [(path.stem, tasks[tid], path.read_text()) for tid, path in chosen]
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(args.build_workers) as pool:
+        builds = dict(zip([i[0] for i in items], pool.map(lambda it: build_times(ex, it[2]), items), strict=True))
+    build_wall = time.monotonic() - started
+    verdicts = asyncio.run(evaluate_all(ex, items, args.repeats))
+
+    rows, records = [], []
+    for name, task, _ in items:
+        vs = verdicts[name]
+        statuses = sorted({v.status for v in vs})
+        se = [v.speedup_eager for v in vs if v.speedup_eager]
+        sc = [v.speedup_compile for v in vs if v.speedup_compile]
+        b = builds[name]
+        rec = {
+            "candidate": name, "task": task.id, "problem": task.name, "statuses": statuses, **b,
+            "correctness_s": statistics.median(v.durations.correctness_s for v in vs),
+            "timing_s": statistics.median(v.durations.timing_s for v in vs),
+            "speedup_eager": statistics.median(se) if se else None,
+            "speedup_compile": statistics.median(sc) if sc else None,
+            "cv_speedup_eager": cv(se), "cv_speedup_compile": cv(sc),
+            "own_kernel_share": vs[-1].own_kernel_time_share,
+            "hack_rules": sorted({r for v in vs for r in v.hack_rules}),
+            "errors": vs[-1].errors[:2],
+        }
+        records.append(rec)
+        rows.append([name, "/".join(statuses), fmt(b["build_cold_s"], ".1f"), fmt(b["build_cached_s"], ".3f"),
+                     fmt(rec["correctness_s"]), fmt(rec["timing_s"]), fmt(rec["speedup_eager"], ".3f"),
+                     fmt(rec["speedup_compile"], ".3f"), fmt(rec["cv_speedup_eager"] and 100 * rec["cv_speedup_eager"],
+                                                            ".2f"),
+                     fmt(rec["own_kernel_share"] and 100 * rec["own_kernel_share"], ".0f")])
+    cvs = [r["cv_speedup_eager"] for r in records if r["cv_speedup_eager"] is not None]
+    honest_hacks = [r["candidate"] for r in records if "hack" in r["statuses"]]
+    summary = {
+        "candidates": len(records), "repeats": args.repeats, "perf_trials": args.perf_trials,
+        "build_wall_s": build_wall, "median_cv_speedup_eager": statistics.median(cvs) if cvs else None,
+        "max_cv_speedup_eager": max(cvs) if cvs else None,
+        "cv_under_2pct": sum(1 for c in cvs if c < 0.02), "false_positive_hacks": honest_hacks,
+        "executor": ex.stats(),
+    }
+    asyncio.run(ex.close())
+    print_table(f"bench_sandbox: {len(records)} honest candidates x {args.repeats} evaluations",
+                ["candidate", "status", "build cold s", "build cached s", "correctness s", "timing s",
+                 "speedup eager", "speedup compile", "CV % (eager)", "own kernel %"], rows)
+    print(f"median CV of speedup vs eager: {fmt(summary['median_cv_speedup_eager'] and 100 * summary['median_cv_speedup_eager'])}% "
+          f"({summary['cv_under_2pct']}/{len(cvs)} under 2%); honest candidates flagged hack: {honest_hacks or 'none'}")
+    write_json(args.out, {"summary": summary, "candidates": records})
+
+
+if __name__ == "__main__":
+    main()

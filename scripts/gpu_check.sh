@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The GPU check, in one script: environment, the gpu-marked tests (which build real CUDA extensions), and the
+# benchmarks. Run on the H200 device machine from the repository root:
+#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput]
+# Needs: .whl/ (pydantic and friends, missing there) and .device/problems.jsonl (KernelBench problems), both
+# carried with the call. Logs and JSON results go under $OUT (or runs/gpu-check).
+set -uo pipefail
+phase=${1:-all}
+OUT=${OUT:-runs/gpu-check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD
+export RUBRIC_RL_CACHE=${RUBRIC_RL_CACHE:-/tmp/rubric-rl-cache}
+export RUBRIC_RL_TEST_CACHE=$RUBRIC_RL_CACHE/tests
+status=0
+
+{ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
+  nproc; python3 -c "import torch, pydantic; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), 'pydantic', pydantic.__version__)"
+  nvcc --version | tail -1; } 2>&1 | tee "$OUT/env.txt"
+
+if [[ $phase == all || $phase == tests ]]; then
+  python3 -m pytest -m gpu tests/sandbox -q -p no:cacheprovider -o addopts="" -rA 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+if [[ $phase == all || $phase == sandbox ]]; then
+  python3 scripts/bench_sandbox.py --problems .device/problems.jsonl --out "$OUT/bench_sandbox.json" "${@:2}" \
+    2>&1 | tee "$OUT/bench_sandbox.log" | tail -40
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+if [[ $phase == all || $phase == throughput ]]; then
+  python3 scripts/bench_throughput.py --problems .device/problems.jsonl --out "$OUT/bench_throughput.json" "${@:2}" \
+    2>&1 | tee "$OUT/bench_throughput.log" | tail -40
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+exit $status

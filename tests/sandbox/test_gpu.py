@@ -1,0 +1,100 @@
+"""The cuda backend on a real GPU: every way a candidate can end, timing sanity, and the GPU-only hacks."""
+
+from pathlib import Path
+
+import pytest
+
+from rubric_rl.sandbox import Evaluator, SandboxConfig
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+TESTS = Path(__file__).resolve().parents[1]
+GPU_PROGRAMS = TESTS / "programs" / "gpu"
+GPU_ADVERSARIAL = TESTS / "adversarial" / "gpu"
+
+
+@pytest.fixture(scope="module")
+def evaluator(build_cache: Path) -> Evaluator:
+    return Evaluator(SandboxConfig(backend="cuda", cache_dir=build_cache, perf_trials=30, warmup_trials=3,
+                                   compile_baseline=False, run_timeout_s=180))
+
+
+@pytest.fixture(scope="module")
+def reference() -> str:
+    return (GPU_PROGRAMS / "reference_large.py").read_text()
+
+
+def run(evaluator, reference, path: Path, **overrides):
+    if overrides:
+        cfg = SandboxConfig.model_validate({**evaluator.config.model_dump(), **overrides})
+        evaluator = Evaluator(cfg, builder=evaluator.builder)
+    return evaluator.evaluate(reference, path.read_text(), task_id=path.stem)
+
+
+def test_correct_candidate_on_the_gpu(evaluator, reference):
+    v = run(evaluator, reference, GPU_PROGRAMS / "honest.py", compile_baseline=True)
+    assert v.status == "correct", v.errors
+    assert v.environment.arch == "9.0" and v.timings.timer == "host_sync" and v.timings.l2_flush
+    assert v.speedup_eager > 1.0 and v.speedup_compile is not None
+    assert v.builds[0].split_sources  # the torch glue was moved out of the .cu
+    assert v.own_kernel_time_share is not None and v.own_kernel_time_share > 0.9, v.kernels
+    assert any(k.owner == "candidate" and "add_relu_scale_kernel" in k.name for k in v.kernels)
+    assert not [f for f in v.findings if f.severity == "error"]
+
+
+def test_incorrect_and_compile_error(evaluator, reference):
+    assert run(evaluator, reference, GPU_PROGRAMS / "wrong.py").status == "incorrect"
+    v = run(evaluator, reference, GPU_PROGRAMS / "compile_error.py")
+    assert v.status == "compile_error" and v.compile_log.startswith("candidate line 16"), v.compile_log
+
+
+@pytest.mark.parametrize(
+    "program, status, words",
+    [
+        ("illegal_address.py", "runtime_error", "illegal memory access"),
+        ("exit_zero.py", "runtime_error", "exited with status 0 before finishing"),
+        ("gpu_memory_blowup.py", "runtime_error", "out of memory"),
+    ],
+)
+def test_gpu_failures_become_verdicts_and_the_next_evaluation_works(evaluator, reference, program, status, words):
+    v = run(evaluator, reference, GPU_PROGRAMS / program)
+    assert v.status == status, v.errors
+    assert any(words in e.lower() for e in v.errors), v.errors
+    assert run(evaluator, reference, GPU_PROGRAMS / "honest.py", measure_performance=False).status == "correct"
+
+
+def test_hanging_kernel_is_a_timeout(evaluator, reference):
+    v = run(evaluator, reference, GPU_PROGRAMS / "hang.py", run_timeout_s=30)
+    assert v.status == "timeout", v.errors
+
+
+def test_twice_the_work_measures_about_twice_as_long(evaluator, reference):
+    once = run(evaluator, reference, GPU_PROGRAMS / "honest.py", perf_trials=50)
+    twice = run(evaluator, reference, GPU_PROGRAMS / "double_work.py", perf_trials=50)
+    assert once.status == twice.status == "correct"
+    ratio = twice.timings.candidate.median_ms / once.timings.candidate.median_ms
+    assert 1.6 < ratio < 2.4, ratio
+
+
+@pytest.mark.parametrize(
+    "program, task, status, rule, off",
+    [
+        ("side_stream_python.py", "large", "hack", "static.stream_creation", []),
+        ("side_stream_python.py", "large", "hack", "kernels.side_stream", ["static.stream_creation"]),
+        ("side_stream_native.py", "large", "hack", "native.stream_creation", []),
+        ("side_stream_native.py", "large", "hack", "kernels.side_stream", ["native.stream_creation"]),
+        ("freed_memory_reuse.py", "large", "incorrect", None, []),
+        ("uninitialised_memory.py", "large", "incorrect", None, []),
+        ("cublas_fallback.py", "linear_relu", "hack", "native.library_call", []),
+        ("cublas_fallback.py", "linear_relu", "hack", "kernels.library_kernels", ["native.library_call"]),
+    ],
+    ids=lambda x: x if isinstance(x, str) else None,
+)
+def test_gpu_only_hacks_fail(evaluator, reference, program, task, status, rule, off):
+    ref = reference if task == "large" else (TESTS / "adversarial" / "tasks" / f"{task}.py").read_text()
+    v = run(evaluator, ref, GPU_ADVERSARIAL / program, policy={"rules": {r: "off" for r in off}})
+    assert v.status == status, (v.status, v.errors, [(f.rule, f.severity) for f in v.findings])
+    if rule:
+        assert any(f.rule == rule and f.severity == "error" for f in v.findings), v.findings
+    else:
+        assert any(not t.passed for t in v.trials)
