@@ -61,8 +61,14 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
         env = {**os.environ, "TORCH_EXTENSIONS_DIR": d}
         env.pop("TORCH_CUDA_ARCH_LIST", None)
         started = time.monotonic()  # the whole process, like the evaluator's build jobs (torch import included)
-        subprocess.run([sys.executable, "-c", DEFAULT_BUILD_SCRIPT, d], input=spec.model_dump_json(), text=True,
-                       env=env, capture_output=True, check=False)
+        subprocess.run(
+            [sys.executable, "-c", DEFAULT_BUILD_SCRIPT, d],
+            input=spec.model_dump_json(),
+            text=True,
+            env=env,
+            capture_output=True,
+            check=False,
+        )
         return time.monotonic() - started
 
     def ours(split: bool, pch: bool):
@@ -77,8 +83,12 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
 
         return one
 
-    variants = {"torch default load_inline": torch_default, "evaluator, no split, no PCH": ours(False, False),
-                "evaluator + split": ours(True, False), "evaluator + split + PCH": ours(True, True)}
+    variants = {
+        "torch default load_inline": torch_default,
+        "evaluator, no split, no PCH": ours(False, False),
+        "evaluator + split": ours(True, False),
+        "evaluator + split + PCH": ours(True, True),
+    }
     out: dict[str, list[float]] = {}
     for name, fn in variants.items():
         with ThreadPoolExecutor(workers) as pool:
@@ -95,8 +105,13 @@ def kernelbench_style(items: list[tuple], problems: Path) -> list[dict]:
             cand.write_text(program)
             env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(Path(d, "ext"))}
             started = time.monotonic()
-            proc = subprocess.run([sys.executable, str(REPO / "scripts" / "kernelbench_style_eval.py"), str(ref),
-                                   str(cand)], capture_output=True, text=True, env=env, check=False)
+            proc = subprocess.run(
+                [sys.executable, str(REPO / "scripts" / "kernelbench_style_eval.py"), str(ref), str(cand)],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
             wall = time.monotonic() - started
             try:
                 r = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -139,19 +154,27 @@ def main() -> None:
     if "cuts" not in skip:
         cuts = build_cuts(items[: args.cut_candidates], arch, min(args.build_workers, 8))
         report["build_cuts"] = {k: {"median_s": statistics.median(v), "n": len(v)} for k, v in cuts.items()}
-        print_table("median build seconds, same extensions", ["build", "median s", "n"],
-                    [[k, fmt(v["median_s"], ".1f"), str(v["n"])] for k, v in report["build_cuts"].items()])
+        print_table(
+            "median build seconds, same extensions",
+            ["build", "median s", "n"],
+            [[k, fmt(v["median_s"], ".1f"), str(v["n"])] for k, v in report["build_cuts"].items()],
+        )
 
     kb = []
     if "a" not in skip:
         started = time.monotonic()
         kb = kernelbench_style(items[: args.kb_baseline], problems)
         wall = time.monotonic() - started
-        report["a_kernelbench_style"] = {"candidates": len(kb), "wall_s": wall, "per_hour": 3600 * len(kb) / wall,
-                                         "results": kb}
+        report["a_kernelbench_style"] = {
+            "candidates": len(kb),
+            "wall_s": wall,
+            "per_hour": 3600 * len(kb) / wall,
+            "results": kb,
+        }
 
-    sandbox = SandboxConfig(backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build",
-                            perf_trials=args.perf_trials)
+    sandbox = SandboxConfig(
+        backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build", perf_trials=args.perf_trials
+    )
     ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers))
     verdicts_b = []
     for phase in ("b", "c"):
@@ -161,15 +184,20 @@ def main() -> None:
         if phase == "b":
             verdicts_b = verdicts
         report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"] = {
-            "candidates": len(items), "wall_s": wall, "per_hour": 3600 * len(items) / wall,
+            "candidates": len(items),
+            "wall_s": wall,
+            "per_hour": 3600 * len(items) / wall,
             "statuses": {s: sum(v.status == s for v in verdicts) for s in sorted({v.status for v in verdicts})},
             "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds if not b.cached] or [0]),
             "executor": ex.stats(),
         }
     asyncio.run(ex.close())
 
-    rows = [[k, str(v["candidates"]), fmt(v["wall_s"], ".0f"), fmt(v["per_hour"], ".0f")]
-            for k, v in report.items() if isinstance(v, dict) and "per_hour" in v]
+    rows = [
+        [k, str(v["candidates"]), fmt(v["wall_s"], ".0f"), fmt(v["per_hour"], ".0f")]
+        for k, v in report.items()
+        if isinstance(v, dict) and "per_hour" in v
+    ]
     base = report.get("a_kernelbench_style", {}).get("per_hour")
     for r in rows:
         r.append(fmt(float(r[3]) / base, ".1f") + "x" if base else "-")
@@ -182,15 +210,26 @@ def main() -> None:
         if v is None:
             continue
         kb_status = "correct" if r.get("correct") else ("incorrect" if r.get("compiled") else "compile_error")
-        agreement.append({"candidate": r["candidate"], "a_status": kb_status, "b_status": v.status,
-                          "a_speedup": r.get("speedup"), "b_speedup": v.speedup_eager,
-                          "b_speedup_cv": v.timings.candidate.cv if v.timings and v.timings.candidate else None})
+        agreement.append(
+            {
+                "candidate": r["candidate"],
+                "a_status": kb_status,
+                "b_status": v.status,
+                "a_speedup": r.get("speedup"),
+                "b_speedup": v.speedup_eager,
+                "b_speedup_cv": v.timings.candidate.cv if v.timings and v.timings.candidate else None,
+            }
+        )
     if agreement:
         report["agreement"] = agreement
-        print_table("(a) KernelBench-style vs (b) executor", ["candidate", "(a) status", "(b) status", "(a) speedup",
-                                                              "(b) speedup"],
-                    [[a["candidate"], a["a_status"], a["b_status"], fmt(a["a_speedup"], ".3f"),
-                      fmt(a["b_speedup"], ".3f")] for a in agreement])
+        print_table(
+            "(a) KernelBench-style vs (b) executor",
+            ["candidate", "(a) status", "(b) status", "(a) speedup", "(b) speedup"],
+            [
+                [a["candidate"], a["a_status"], a["b_status"], fmt(a["a_speedup"], ".3f"), fmt(a["b_speedup"], ".3f")]
+                for a in agreement
+            ],
+        )
     write_json(args.out, report)
 
 

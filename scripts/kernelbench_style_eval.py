@@ -70,8 +70,9 @@ def main(ref_path: str, cand_path: str, trials: int = 5, perf_trials: int = 100)
             try:
                 out_ref, out_new = ref_model(*inputs), new_model(*inputs)
                 torch.cuda.synchronize()
-                correct &= out_ref.shape == out_new.shape and bool(torch.allclose(out_ref, out_new, atol=1e-4,
-                                                                                   rtol=1e-4))
+                correct &= out_ref.shape == out_new.shape and bool(
+                    torch.allclose(out_ref, out_new, atol=1e-4, rtol=1e-4)
+                )
             except Exception as e:
                 result["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 correct = False
