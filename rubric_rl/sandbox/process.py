@@ -82,7 +82,8 @@ class WorkerProcess:
             {
                 "HOME": str(self.workdir),
                 "TMPDIR": str(self.workdir),
-                "PYTHONPATH": _package_root(),
+                # Our package first; the evaluator's own path after it (where its dependencies may live).
+            "PYTHONPATH": os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH", "")) if p),
                 "PYTHONHASHSEED": "0",
                 "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONUNBUFFERED": "1",
