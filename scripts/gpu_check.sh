@@ -22,7 +22,9 @@ status=0
   nvcc --version | tail -1; } 2>&1 | tee "$OUT/env.txt"
 
 if [[ $phase == all || $phase == tests ]]; then
-  python3 -m pytest -m gpu tests/sandbox -q -p no:cacheprovider -o addopts="" -rA 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
+  # Per-test limit: a hang dumps every thread's stack into the log instead of eating the whole call.
+  python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-240}" \
+    --timeout-method thread --durations 0 ${PYTEST_SELECT:-} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $phase == all || $phase == sandbox ]]; then

@@ -337,7 +337,11 @@ class Evaluator:
                         return
             except Deadline:
                 run.timed_out = True
-                run.error(f"timeout: no progress within {cfg.run_timeout_s:.0f} s (stage: {run.stage})")
+                where = worker.where()
+                run.error(
+                    f"timeout: no progress within {cfg.run_timeout_s:.0f} s (stage: {run.stage})"
+                    + (f"; the worker was at: {where}" if where else "")
+                )
             except WorkerGone:
                 description = worker.describe_exit()
                 if run.stage == "setup":

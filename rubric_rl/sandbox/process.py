@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -83,7 +84,7 @@ class WorkerProcess:
                 "HOME": str(self.workdir),
                 "TMPDIR": str(self.workdir),
                 # Our package first; the evaluator's own path after it (where its dependencies may live).
-            "PYTHONPATH": os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH", "")) if p),
+                "PYTHONPATH": os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH", "")) if p),
                 "PYTHONHASHSEED": "0",
                 "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONUNBUFFERED": "1",
@@ -159,6 +160,23 @@ class WorkerProcess:
                 self.memory_exceeded = True
                 self.kill()
                 return
+
+    def where(self) -> str:
+        """Ask a live worker for its Python stacks (it dumps them to stderr) and return the innermost frames."""
+        if not self.alive() or self.proc is None:
+            return ""
+        try:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            return ""
+        time.sleep(0.5)
+        try:
+            text = (self.workdir / "stderr.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        dump = text[text.rfind("Current thread") :] if "Current thread" in text else ""
+        frames = [ln.strip() for ln in dump.splitlines() if ln.strip().startswith("File ")]
+        return " <- ".join(frames[:4])[:600]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

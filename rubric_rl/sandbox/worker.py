@@ -517,6 +517,10 @@ def _violations(worker: Worker | None) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the evaluator asks "where are you?" on a timeout
     chan = Channel(int(argv[1]), int(argv[2]))
     import torch  # noqa: F401 - imported before the setup arrives, so a pre-started worker is warm
 
