@@ -61,8 +61,22 @@ def test_skills_extract(tmp_path):
 def test_verify_prints_a_verdict_and_exits_0_whatever_it_says(examples_dir, build_cache):
     ref = examples_dir / "fused_add_relu" / "reference.py"
     for name, status in (("candidate_correct.py", "correct"), ("candidate_wrong.py", "incorrect")):
-        result = runner.invoke(app, ["verify", str(ref), str(examples_dir / "fused_add_relu" / name), "--device", "cpu",
-                                     "--perf-trials", "5", "--no-compile", "--cache-dir", str(build_cache), "--json"])
+        result = runner.invoke(
+            app,
+            [
+                "verify",
+                str(ref),
+                str(examples_dir / "fused_add_relu" / name),
+                "--device",
+                "cpu",
+                "--perf-trials",
+                "5",
+                "--no-compile",
+                "--cache-dir",
+                str(build_cache),
+                "--json",
+            ],
+        )
         assert result.exit_code == 0, result.output
         assert json.loads(result.output)["status"] == status
 
@@ -70,12 +84,28 @@ def test_verify_prints_a_verdict_and_exits_0_whatever_it_says(examples_dir, buil
 @pytest.mark.slow
 def test_verify_batch_with_offline_judge(tmp_path: Path, examples_dir, build_cache):
     out = tmp_path / "run"
-    args = ["verify-batch", "--tasks", str(examples_dir / "tasks.jsonl"), "--candidates",
-            str(examples_dir / "candidates.jsonl"), "--out", str(out), "--device", "cpu", "--perf-trials", "5",
-            "--no-compile", "--cache-dir", str(build_cache), "--judge", "offline", "--json"]
+    args = [
+        "verify-batch",
+        "--tasks",
+        str(examples_dir / "tasks.jsonl"),
+        "--candidates",
+        str(examples_dir / "candidates.jsonl"),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--perf-trials",
+        "5",
+        "--no-compile",
+        "--cache-dir",
+        str(build_cache),
+        "--judge",
+        "offline",
+        "--json",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.output[result.output.index("{"):])
+    summary = json.loads(result.output[result.output.index("{") :])
     assert summary["status"] == {"compile_error": 1, "correct": 1, "incorrect": 1}
     rows = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
     assert all(r["extras"]["judgment"]["identity"]["kind"] == "heuristic" for r in rows)

@@ -12,15 +12,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.slow
 def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"),
-                    str(REPO)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path / "dist"), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "dist").glob("rubric_rl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for folder in ("judges", "skills", "rollouts", "recipes", "examples"):
         assert any(n.startswith(f"rubric_rl/_content/{folder}/") for n in names), folder
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target),
-                    str(wheel)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     probe = (
         "import rubric_rl, rubric_rl.resources as r\n"
         "from rubric_rl.judge import load_rubric\n"
@@ -30,6 +36,12 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
         "rubric = load_rubric('stitchcuda')\n"
         "print(rubric.name, len(rubric.dimensions), load_skill('refine').name)\n"
     )
-    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
     assert out.stdout.split() == ["stitchcuda", "4", "refine"]

@@ -15,8 +15,16 @@ GPU_ADVERSARIAL = TESTS / "adversarial" / "gpu"
 
 @pytest.fixture(scope="module")
 def evaluator(build_cache: Path) -> Evaluator:
-    return Evaluator(SandboxConfig(backend="cuda", cache_dir=build_cache, perf_trials=30, warmup_trials=3,
-                                   compile_baseline=False, run_timeout_s=180))
+    return Evaluator(
+        SandboxConfig(
+            backend="cuda",
+            cache_dir=build_cache,
+            perf_trials=30,
+            warmup_trials=3,
+            compile_baseline=False,
+            run_timeout_s=180,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
