@@ -28,9 +28,11 @@ def fail(message: str) -> typer.Exit:
 
 
 def _console():  # deferred: rich is quick, but keep --help free of it
+    import sys
+
     from rich.console import Console
 
-    return Console()
+    return Console(width=None if sys.stdout.isatty() else 140)  # off a terminal rich would wrap at 80
 
 
 def _read_text(path: Path, what: str) -> str:
