@@ -16,12 +16,12 @@ import platform
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from rubric_rl import __version__
-from rubric_rl.sandbox.build import Builder
+from rubric_rl.sandbox.build import Builder, BuildOutcome
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
 from rubric_rl.sandbox.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
@@ -169,6 +169,31 @@ class Evaluator:
         run.durations.total_s = time.monotonic() - started
         return self._verdict(run, task_id, baseline)
 
+    def _build_extension(
+        self,
+        spec: ExtensionSpec,
+        prepared: PreparedBuild,
+        arch: str | None,
+        candidate: str,
+        mode: Literal["full", "objects"] = "full",
+    ) -> tuple[BuildOutcome, ExtensionBuild]:
+        """Build through the cache; a split build that fails is rebuilt from the candidate's own sources (the
+        rewrite may change how fast a candidate builds, never its verdict)."""
+        outcome = self.builder.build(prepared, candidate=candidate, mode=mode)
+        if not outcome.ok and prepared.split_sources and not outcome.infra_error:
+            prepared = as_written(spec, self.config, arch)
+            outcome = self.builder.build(prepared, candidate=candidate, mode=mode)
+        record = ExtensionBuild(
+            name=spec.name,
+            key=outcome.key,
+            ok=outcome.ok,
+            cached=outcome.cached,
+            seconds=round(outcome.seconds, 3),
+            split_sources=prepared.split_sources,
+            dropped_flags=prepared.dropped_flags,
+        )
+        return outcome, record
+
     def capture(self, candidate: str) -> tuple[list[ExtensionSpec], str | None]:
         """The candidate's load_inline calls, recorded by importing it in a sandboxed worker (no GPU, no build).
 
@@ -210,21 +235,8 @@ class Evaluator:
                 for f in check_native_sources(as_written(spec, self.config, arch), candidate, self.config)
             ):
                 continue  # the execution will stop on these findings; no build needed
-            outcome = self.builder.build(prepared, candidate=candidate)
-            if not outcome.ok and prepared.split_sources and not outcome.infra_error:
-                prepared = prepare_build(spec, self.config, arch, split_sources=False)
-                outcome = self.builder.build(prepared, candidate=candidate)
-            builds.append(
-                ExtensionBuild(
-                    name=spec.name,
-                    key=outcome.key,
-                    ok=outcome.ok,
-                    cached=outcome.cached,
-                    seconds=round(outcome.seconds, 3),
-                    split_sources=prepared.split_sources,
-                    dropped_flags=prepared.dropped_flags,
-                )
-            )
+            _, record = self._build_extension(spec, prepared, arch, candidate)
+            builds.append(record)
         return builds
 
     def check_compiles(self, candidate: str, arch: str | None = "9.0") -> CompileReport:
@@ -250,21 +262,8 @@ class Evaluator:
                 errors.append(str(e))
                 continue
             findings += check_native_sources(as_written(spec, self.config, arch), candidate, self.config)
-            outcome = self.builder.build(prepared, candidate=candidate, mode="objects")
-            if not outcome.ok and prepared.split_sources and not outcome.infra_error:
-                prepared = prepare_build(spec, self.config, arch, split_sources=False)
-                outcome = self.builder.build(prepared, candidate=candidate, mode="objects")
-            builds.append(
-                ExtensionBuild(
-                    name=spec.name,
-                    key=outcome.key,
-                    ok=outcome.ok,
-                    cached=outcome.cached,
-                    seconds=round(outcome.seconds, 3),
-                    split_sources=prepared.split_sources,
-                    dropped_flags=prepared.dropped_flags,
-                )
-            )
+            outcome, record = self._build_extension(spec, prepared, arch, candidate, mode="objects")
+            builds.append(record)
             if not outcome.ok:
                 errors.append(outcome.infra_error or outcome.digest or "build failed")
         if not specs and not errors:
@@ -447,22 +446,8 @@ class Evaluator:
         run.kernel_names |= kernel_names(prepared.cuda_sources if prepared.with_cuda else prepared.cpp_sources)
         if run.has_hack() and cfg.policy.stop_on_static_error:
             return False, {"ok": False}
-        outcome = self.builder.build(prepared, candidate=run.candidate)
-        if not outcome.ok and prepared.split_sources and not outcome.infra_error:
-            # The rewrite may only change build speed, never a verdict: judge the candidate's own sources.
-            prepared = prepare_build(spec, cfg, arch, split_sources=False)
-            outcome = self.builder.build(prepared, candidate=run.candidate)
-        run.builds.append(
-            ExtensionBuild(
-                name=spec.name,
-                key=outcome.key,
-                ok=outcome.ok,
-                cached=outcome.cached,
-                seconds=round(outcome.seconds, 3),
-                split_sources=prepared.split_sources,
-                dropped_flags=prepared.dropped_flags,
-            )
-        )
+        outcome, record = self._build_extension(spec, prepared, arch, run.candidate)
+        run.builds.append(record)
         if outcome.infra_error:
             run.infra_error = f"build infrastructure: {outcome.infra_error}"
             return False, {"ok": False}

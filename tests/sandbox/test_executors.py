@@ -47,7 +47,8 @@ def test_local_executor_runs_candidates_concurrently(sandbox, example_tasks, exa
     }
     correct = verdicts[[r.candidate_id for r in example_rows].index("fused_add_relu/correct")]
     assert correct.timings.eager_drift is not None  # eager re-timed beside the candidate, against the baseline
-    assert stats["baselines"]["measured"] == 1 and stats["baselines"]["reused"] >= 1
+    baselines = stats["baselines"]  # one measurement per task at most (none if an earlier run left it on disk)
+    assert baselines["measured"] <= 1 and baselines["measured"] + baselines["reused"] == 3
     assert stats["builds"]["hits"] >= 3  # the execution worker found every prebuilt extension in the cache
 
 
