@@ -85,6 +85,8 @@ def main() -> None:
     with ThreadPoolExecutor(args.build_workers) as pool:
         builds = dict(zip([i[0] for i in items], pool.map(lambda it: build_times(ex, it[2]), items), strict=True))
     build_wall = time.monotonic() - started
+    write_json(args.out, {"build_wall_s": build_wall, "builds": builds})  # kept if the evaluations fail
+    print(f"built {len(items)} candidates in {build_wall:.0f} s", flush=True)
     verdicts = asyncio.run(evaluate_all(ex, items, args.repeats))
 
     rows, records = [], []

@@ -48,7 +48,7 @@ print(time.monotonic() - t)
 """
 
 
-def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[float]]:
+def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[float | None]]:
     """Seconds per build for each way of building, same extensions, builds of one variant run in parallel."""
     ev = Evaluator(SandboxConfig(backend="cuda", cache_dir=Path(tempfile.mkdtemp()) / "build"))
     specs = []
@@ -61,7 +61,7 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
         env = {**os.environ, "TORCH_EXTENSIONS_DIR": d}
         env.pop("TORCH_CUDA_ARCH_LIST", None)
         started = time.monotonic()  # the whole process, like the evaluator's build jobs (torch import included)
-        subprocess.run(
+        proc = subprocess.run(
             [sys.executable, "-c", DEFAULT_BUILD_SCRIPT, d],
             input=spec.model_dump_json(),
             text=True,
@@ -69,6 +69,9 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
             capture_output=True,
             check=False,
         )
+        if proc.returncode != 0:
+            print(f"torch default build of {spec.name} failed: {proc.stderr[-500:]}", file=sys.stderr)
+            return None
         return time.monotonic() - started
 
     def ours(split: bool, pch: bool):
@@ -77,9 +80,13 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
         if pch:  # the PCH is built once per machine: build it before timing, as a long-running service would
             builder.build(prepare_build(specs[0], cfg, arch))
 
-        def one(spec) -> float:
+        def one(spec) -> float | None:
             prepared = prepare_build(spec.model_copy(update={"name": spec.name + "_cut"}), cfg, arch)
-            return builder.build(prepared).seconds
+            outcome = builder.build(prepared)
+            if not outcome.ok:
+                print(f"build of {spec.name} (split={split}, pch={pch}) failed: {outcome.digest}", file=sys.stderr)
+                return None
+            return outcome.seconds
 
         return one
 
@@ -89,10 +96,11 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
         "evaluator + split": ours(True, False),
         "evaluator + split + PCH": ours(True, True),
     }
-    out: dict[str, list[float]] = {}
+    out: dict[str, list[float | None]] = {}
     for name, fn in variants.items():
         with ThreadPoolExecutor(workers) as pool:
             out[name] = list(pool.map(fn, specs))
+        print(f"{name}: {[fmt(x, '.1f') for x in out[name]]}", flush=True)
     return out
 
 
@@ -153,11 +161,20 @@ def main() -> None:
 
     if "cuts" not in skip:
         cuts = build_cuts(items[: args.cut_candidates], arch, min(args.build_workers, 8))
-        report["build_cuts"] = {k: {"median_s": statistics.median(v), "n": len(v)} for k, v in cuts.items()}
+        report["build_cuts"] = {
+            k: {
+                "median_s": statistics.median(ok) if (ok := [x for x in v if x is not None]) else None,
+                "n": len(v),
+                "failed": sum(x is None for x in v),
+                "seconds": v,
+            }
+            for k, v in cuts.items()
+        }
+        write_json(args.out, report)
         print_table(
             "median build seconds, same extensions",
-            ["build", "median s", "n"],
-            [[k, fmt(v["median_s"], ".1f"), str(v["n"])] for k, v in report["build_cuts"].items()],
+            ["build", "median s", "n", "failed"],
+            [[k, fmt(v["median_s"], ".1f"), str(v["n"]), str(v["failed"])] for k, v in report["build_cuts"].items()],
         )
 
     kb = []
@@ -171,6 +188,7 @@ def main() -> None:
             "per_hour": 3600 * len(kb) / wall,
             "results": kb,
         }
+        write_json(args.out, report)
 
     sandbox = SandboxConfig(
         backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build", perf_trials=args.perf_trials
@@ -191,6 +209,7 @@ def main() -> None:
             "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds if not b.cached] or [0]),
             "executor": ex.stats(),
         }
+        write_json(args.out, report)
     asyncio.run(ex.close())
 
     rows = [

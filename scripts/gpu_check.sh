@@ -23,9 +23,13 @@ status=0
 
 if [[ $phase == all || $phase == tests ]]; then
   # Per-test limit: a hang dumps every thread's stack into the log instead of eating the whole call.
-  python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-240}" \
-    --timeout-method thread --durations 0 ${PYTEST_SELECT:-} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
+  # Per-test limit (signal method: the test fails and the run goes on; the builder kills its compile jobs).
+  python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-300}" \
+    --timeout-method signal --durations 0 ${PYTEST_SELECT:-} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+  # The build logs and records (small): what each build did and how long its steps took.
+  (cd "$RUBRIC_RL_TEST_CACHE" 2>/dev/null && tar czf "$OUT/test_builds.tgz" --ignore-failed-read \
+    ext/*/job.log ext/*/.ninja_log ext/*/build.json 2>/dev/null)
 fi
 if [[ $phase == all || $phase == sandbox ]]; then
   python3 scripts/bench_sandbox.py --problems .device/problems.jsonl --out "$OUT/bench_sandbox.json" "${@:2}" \

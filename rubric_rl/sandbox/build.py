@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pydantic import BaseModel
 
 from rubric_rl.sandbox.compile_log import build_source_map, digest_compiler_output
 from rubric_rl.sandbox.extension import PreparedBuild
+from rubric_rl.sandbox.proctree import kill_tree
 
 log = logging.getLogger(__name__)
 
@@ -266,8 +266,7 @@ class Builder:
             try:
                 proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+                _kill_job(proc)
                 shutil.rmtree(build_dir, ignore_errors=True)
                 return BuildOutcome(
                     key=key,
@@ -278,6 +277,13 @@ class Builder:
                     digest=f"build exceeded its {self.timeout_s:.0f} s limit",
                     prepared=prepared,
                 )
+            except BaseException:
+                # The job runs in its own session (so a timeout can kill nvcc and ninja with it) and would
+                # otherwise outlive an interrupted wait (KeyboardInterrupt, a test's timeout): compiling on,
+                # holding cores and, while it builds the shared PCH, the PCH's lock that other builds wait on.
+                _kill_job(proc)
+                shutil.rmtree(build_dir, ignore_errors=True)
+                raise
         seconds = time.monotonic() - started
         try:
             result = json.loads((build_dir / "result.json").read_text())
@@ -346,3 +352,9 @@ class Builder:
             digest=record.digest,
             prepared=prepared,
         )
+
+
+def _kill_job(proc: subprocess.Popen) -> None:
+    """Kill a build job with the compilers under it (ninja gives each its own process group) and reap it."""
+    kill_tree(proc.pid)
+    proc.wait()

@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 
 from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.proctree import kill_tree
 from rubric_rl.sandbox.protocol import Channel
 
 _ENV_PASSTHROUGH = (
@@ -183,10 +184,7 @@ class WorkerProcess:
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_tree(self.proc.pid)
 
     def wait(self, timeout: float = 10.0) -> int | None:
         if self.proc is None:

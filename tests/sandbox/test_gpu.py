@@ -23,6 +23,7 @@ def evaluator(build_cache: Path) -> Evaluator:
             warmup_trials=3,
             compile_baseline=False,
             run_timeout_s=180,
+            build_timeout_s=240,
         )
     )
 

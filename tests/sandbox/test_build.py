@@ -1,0 +1,71 @@
+"""The builder's process hygiene: an interrupted build leaves no compiler behind."""
+
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.build import Builder
+from rubric_rl.sandbox.extension import ExtensionSpec, prepare_build
+
+
+class Interrupted(Exception):
+    pass
+
+
+def build_jobs(cache: Path) -> list[psutil.Process]:
+    """Live build jobs (and the compilers under them) working in this cache."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if str(cache) in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+def fresh_build(cache: Path):
+    """A build never seen before (so it is certainly still compiling two seconds in): parsing torch's headers
+    alone takes longer than that."""
+    source = f"// {uuid.uuid4()}\n#include <torch/extension.h>\ntorch::Tensor same(torch::Tensor x) {{ return x; }}\n"
+    spec = ExtensionSpec(name="slow_enough", cpp_sources=[source], functions=["same"])
+    return prepare_build(spec, SandboxConfig(backend="cpu", cache_dir=cache), None)
+
+
+def assert_no_build_jobs(cache: Path) -> None:
+    deadline = time.monotonic() + 5
+    while build_jobs(cache) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not build_jobs(cache), [p.info["cmdline"] for p in build_jobs(cache)]
+    assert not list((cache / "tmp").iterdir())  # the half-built directory is gone
+
+
+def test_a_build_past_its_limit_leaves_no_compiler_running(tmp_path: Path):
+    # ninja gives every compiler its own process group: killing the job's group alone left them running.
+    cache = tmp_path / "cache"
+    outcome = Builder(cache, timeout_s=2.0, use_pch=False).build(fresh_build(cache))
+    assert outcome.timed_out and not outcome.ok
+    assert_no_build_jobs(cache)
+
+
+def test_an_interrupted_build_kills_its_compile_job(tmp_path: Path):
+    cache = tmp_path / "cache"
+    builder = Builder(cache, use_pch=False)
+    prepared = fresh_build(cache)
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        with pytest.raises(Interrupted):
+            builder.build(prepared)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+    assert_no_build_jobs(cache)
