@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchlib import DEFAULT_CANDIDATES, cv, default_problems, discover, fmt, print_table, spread, write_json
+from benchlib import (
+    DEFAULT_CANDIDATES,
+    candidate_records,
+    default_problems,
+    discover,
+    print_candidate_table,
+    spread,
+    write_json,
+)
 
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.executors import ExecutorConfig
@@ -89,79 +96,12 @@ def main() -> None:
     print(f"built {len(items)} candidates in {build_wall:.0f} s", flush=True)
     verdicts = asyncio.run(evaluate_all(ex, items, args.repeats))
 
-    rows, records = [], []
-    for name, task, _ in items:
-        vs = verdicts[name]
-        statuses = sorted({v.status for v in vs})
-        se = [v.speedup_eager for v in vs if v.speedup_eager]
-        sc = [v.speedup_compile for v in vs if v.speedup_compile]
-        b = builds[name]
-        rec = {
-            "candidate": name,
-            "task": task.id,
-            "problem": task.name,
-            "statuses": statuses,
-            **b,
-            "correctness_s": statistics.median(v.durations.correctness_s for v in vs),
-            "timing_s": statistics.median(v.durations.timing_s for v in vs),
-            "speedup_eager": statistics.median(se) if se else None,
-            "speedup_compile": statistics.median(sc) if sc else None,
-            "cv_speedup_eager": cv(se),
-            "cv_speedup_compile": cv(sc),
-            "own_kernel_share": vs[-1].own_kernel_time_share,
-            "hack_rules": sorted({r for v in vs for r in v.hack_rules}),
-            "errors": vs[-1].errors[:2],
-        }
-        records.append(rec)
-        rows.append(
-            [
-                name,
-                "/".join(statuses),
-                fmt(b["build_cold_s"], ".1f"),
-                fmt(b["build_cached_s"], ".3f"),
-                fmt(rec["correctness_s"]),
-                fmt(rec["timing_s"]),
-                fmt(rec["speedup_eager"], ".3f"),
-                fmt(rec["speedup_compile"], ".3f"),
-                fmt(rec["cv_speedup_eager"] and 100 * rec["cv_speedup_eager"], ".2f"),
-                fmt(rec["own_kernel_share"] and 100 * rec["own_kernel_share"], ".0f"),
-            ]
-        )
-    cvs = [r["cv_speedup_eager"] for r in records if r["cv_speedup_eager"] is not None]
-    honest_hacks = [r["candidate"] for r in records if "hack" in r["statuses"]]
-    summary = {
-        "candidates": len(records),
-        "repeats": args.repeats,
-        "perf_trials": args.perf_trials,
-        "build_wall_s": build_wall,
-        "median_cv_speedup_eager": statistics.median(cvs) if cvs else None,
-        "max_cv_speedup_eager": max(cvs) if cvs else None,
-        "cv_under_2pct": sum(1 for c in cvs if c < 0.02),
-        "false_positive_hacks": honest_hacks,
-        "executor": ex.stats(),
-    }
+    records = candidate_records(items, verdicts, builds)
+    summary = print_candidate_table(
+        f"bench_sandbox: {len(records)} honest candidates x {args.repeats} evaluations", records
+    )
+    summary.update(repeats=args.repeats, perf_trials=args.perf_trials, build_wall_s=build_wall, executor=ex.stats())
     asyncio.run(ex.close())
-    print_table(
-        f"bench_sandbox: {len(records)} honest candidates x {args.repeats} evaluations",
-        [
-            "candidate",
-            "status",
-            "build cold s",
-            "build cached s",
-            "correctness s",
-            "timing s",
-            "speedup eager",
-            "speedup compile",
-            "CV % (eager)",
-            "own kernel %",
-        ],
-        rows,
-    )
-    median_cv = summary["median_cv_speedup_eager"]
-    print(
-        f"median CV of speedup vs eager: {fmt(median_cv and 100 * median_cv)}% "
-        f"({summary['cv_under_2pct']}/{len(cvs)} under 2%); honest candidates flagged hack: {honest_hacks or 'none'}"
-    )
     write_json(args.out, {"summary": summary, "candidates": records})
 
 

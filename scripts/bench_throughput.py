@@ -2,11 +2,11 @@
 
     python scripts/bench_throughput.py --problems problems.jsonl --out runs/bench_throughput.json [--n 36]
 
-(cuts) median build seconds of the same extensions built four ways: torch's default load_inline (a fresh
-       process, its own build directory); the evaluator's build with no source split and no PCH; with the
-       split (torch glue out of the .cu); with the split and the shared precompiled torch/extension.h.
 (a)    one candidate at a time, each built and evaluated in a fresh process the way KernelBench's scripts do
        it (scripts/kernelbench_style_eval.py), on the first --kb-baseline candidates;
+(cuts) median build seconds of the same candidates' extensions built four ways: torch's default load_inline
+       (the build inside (a)); the evaluator's build with no source split and no PCH; with the split (torch
+       glue out of the .cu); with the split and the shared precompiled torch/extension.h;
 (b)    the local executor on all candidates at once, cold build cache;
 (c)    the same again, warm cache (builds and per-task baselines reused).
 Verdicts of (a) and (b) are compared for the candidates both ran.
@@ -26,7 +26,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchlib import DEFAULT_CANDIDATES, REPO, default_problems, discover, fmt, print_table, spread, write_json
+from benchlib import (
+    DEFAULT_CANDIDATES,
+    REPO,
+    candidate_records,
+    default_problems,
+    discover,
+    fmt,
+    print_candidate_table,
+    print_table,
+    spread,
+    write_json,
+)
 
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.build import Builder
@@ -34,18 +45,6 @@ from rubric_rl.sandbox.evaluate import Evaluator
 from rubric_rl.sandbox.executors import ExecutorConfig
 from rubric_rl.sandbox.executors.local import LocalExecutor, visible_gpus
 from rubric_rl.sandbox.extension import prepare_build
-
-DEFAULT_BUILD_SCRIPT = """
-import sys, time, torch
-from torch.utils.cpp_extension import load_inline
-import json
-spec = json.loads(sys.stdin.read())
-t = time.monotonic()
-load_inline(name=spec["name"], cpp_sources=spec["cpp_sources"], cuda_sources=spec["cuda_sources"] or None,
-            functions=spec["functions"], extra_cuda_cflags=spec["extra_cuda_cflags"], extra_cflags=spec["extra_cflags"],
-            extra_ldflags=spec["extra_ldflags"], build_directory=sys.argv[1])
-print(time.monotonic() - t)
-"""
 
 
 def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[float | None]]:
@@ -55,24 +54,6 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
     for _, _, program in items:
         found, _ = ev.capture(program)
         specs.extend(found)
-
-    def torch_default(spec) -> float:
-        d = tempfile.mkdtemp(prefix="default-build-")
-        env = {**os.environ, "TORCH_EXTENSIONS_DIR": d}
-        env.pop("TORCH_CUDA_ARCH_LIST", None)
-        started = time.monotonic()  # the whole process, like the evaluator's build jobs (torch import included)
-        proc = subprocess.run(
-            [sys.executable, "-c", DEFAULT_BUILD_SCRIPT, d],
-            input=spec.model_dump_json(),
-            text=True,
-            env=env,
-            capture_output=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            print(f"torch default build of {spec.name} failed: {proc.stderr[-500:]}", file=sys.stderr)
-            return None
-        return time.monotonic() - started
 
     def ours(split: bool, pch: bool):
         builder = Builder(Path(tempfile.mkdtemp(prefix="cut-")), use_pch=pch)
@@ -91,7 +72,6 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
         return one
 
     variants = {
-        "torch default load_inline": torch_default,
         "evaluator, no split, no PCH": ours(False, False),
         "evaluator + split": ours(True, False),
         "evaluator + split + PCH": ours(True, True),
@@ -141,11 +121,13 @@ def main() -> None:
     ap.add_argument("--candidates", type=Path, default=DEFAULT_CANDIDATES)
     ap.add_argument("--out", type=Path, default=Path("runs/bench_throughput.json"))
     ap.add_argument("--n", type=int, default=36)
-    ap.add_argument("--kb-baseline", type=int, default=4)
-    ap.add_argument("--cut-candidates", type=int, default=8)
+    ap.add_argument("--kb-baseline", type=int, default=4, help="candidates in (a), and in the build cuts")
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--build-workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--skip", default="", help="comma list of phases to skip: cuts,a,b,c")
+    ap.add_argument("--skip", default="", help="comma list of phases to skip: a,cuts,b,c")
+    ap.add_argument("--a-from", type=Path, default=None, help="take (a) from an earlier run's JSON instead")
+    ap.add_argument("--cv-candidates", type=int, default=12, help="candidates evaluated --cv-repeats times")
+    ap.add_argument("--cv-repeats", type=int, default=5)
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
 
@@ -159,8 +141,26 @@ def main() -> None:
     arch = gpus[0]["arch"] if gpus else "9.0"
     report: dict = {"candidates": len(items), "gpu": gpus[0]["name"] if gpus else None, "cores": os.cpu_count()}
 
+    kb = []
+    if args.a_from:
+        report["a_kernelbench_style"] = json.loads(args.a_from.read_text())["a_kernelbench_style"]
+        kb = report["a_kernelbench_style"]["results"]
+    elif "a" not in skip:
+        started = time.monotonic()
+        kb = kernelbench_style(items[: args.kb_baseline], problems)
+        wall = time.monotonic() - started
+        report["a_kernelbench_style"] = {
+            "candidates": len(kb),
+            "wall_s": wall,
+            "per_hour": 3600 * len(kb) / wall,
+            "results": kb,
+        }
+        write_json(args.out, report)
+
     if "cuts" not in skip:
-        cuts = build_cuts(items[: args.cut_candidates], arch, min(args.build_workers, 8))
+        cuts = build_cuts(items[: args.kb_baseline], arch, min(args.build_workers, 8))
+        if kb:  # the same extensions, built by torch's default load_inline in (a), one at a time
+            cuts = {"torch default load_inline (in (a))": [r.get("build_s") for r in kb], **cuts}
         report["build_cuts"] = {
             k: {
                 "median_s": statistics.median(ok) if (ok := [x for x in v if x is not None]) else None,
@@ -177,28 +177,18 @@ def main() -> None:
             [[k, fmt(v["median_s"], ".1f"), str(v["n"]), str(v["failed"])] for k, v in report["build_cuts"].items()],
         )
 
-    kb = []
-    if "a" not in skip:
-        started = time.monotonic()
-        kb = kernelbench_style(items[: args.kb_baseline], problems)
-        wall = time.monotonic() - started
-        report["a_kernelbench_style"] = {
-            "candidates": len(kb),
-            "wall_s": wall,
-            "per_hour": 3600 * len(kb) / wall,
-            "results": kb,
-        }
-        write_json(args.out, report)
-
     sandbox = SandboxConfig(
         backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build", perf_trials=args.perf_trials
     )
     ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers))
-    verdicts_b = []
+    verdicts_b: list = []
+    evaluations: dict[str, list] = {name: [] for name, _, _ in items}
     for phase in ("b", "c"):
         if phase in skip:
             continue
         verdicts, wall = asyncio.run(run_executor(ex, items))
+        for (name, _, _), v in zip(items, verdicts, strict=True):
+            evaluations[name].append(v)
         if phase == "b":
             verdicts_b = verdicts
         report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"] = {
@@ -209,6 +199,27 @@ def main() -> None:
             "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds if not b.cached] or [0]),
             "executor": ex.stats(),
         }
+        write_json(args.out, report)
+    if verdicts_b and args.cv_candidates:
+        # The sandbox table (issue: speedup spread over repeated evaluations): more warm passes over a spread
+        # subset, one candidate after another, so every evaluation has the GPU to itself.
+        subset = items[: args.cv_candidates]
+        for _ in range(args.cv_repeats - sum(p not in skip for p in ("b", "c"))):
+            for name, task, program in subset:
+                evaluations[name].append(asyncio.run(ex.evaluate(task, program)))
+        builds = {
+            name: {
+                "build_cold_s": sum(b.seconds for b in evaluations[name][0].builds),
+                "build_cached_s": statistics.median(v.durations.build_s for v in evaluations[name][1:])
+                if len(evaluations[name]) > 1
+                else None,
+                "split": any(b.split_sources for b in evaluations[name][0].builds),
+            }
+            for name, _, _ in subset
+        }
+        records = candidate_records(subset, evaluations, builds)
+        title = f"sandbox: {len(records)} honest candidates x {len(evaluations[subset[0][0]])} evaluations"
+        report["sandbox"] = {"summary": print_candidate_table(title, records), "candidates": records}
         write_json(args.out, report)
     asyncio.run(ex.close())
 

@@ -72,3 +72,72 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dict[str, dict]) -> list[dict]:
+    """One record per candidate over its repeated Verdicts: build seconds (cold, cached), correctness and timing
+    seconds, median speedups and their coefficient of variation across the evaluations."""
+    records = []
+    for name, task, _ in items:
+        vs = verdicts[name]
+        se = [v.speedup_eager for v in vs if v.speedup_eager]
+        sc = [v.speedup_compile for v in vs if v.speedup_compile]
+        records.append(
+            {
+                "candidate": name,
+                "task": task.id,
+                "problem": task.name,
+                "statuses": sorted({v.status for v in vs}),
+                "evaluations": len(vs),
+                **builds[name],
+                "correctness_s": statistics.median(v.durations.correctness_s for v in vs),
+                "timing_s": statistics.median(v.durations.timing_s for v in vs),
+                "speedup_eager": statistics.median(se) if se else None,
+                "speedup_compile": statistics.median(sc) if sc else None,
+                "speedups_eager": se,
+                "cv_speedup_eager": cv(se),
+                "cv_speedup_compile": cv(sc),
+                "own_kernel_share": vs[-1].own_kernel_time_share,
+                "hack_rules": sorted({r for v in vs for r in v.hack_rules}),
+                "errors": vs[-1].errors[:2],
+            }
+        )
+    return records
+
+
+def print_candidate_table(title: str, records: list[dict]) -> dict:
+    """Print the per-candidate table and return its summary (CV statistics, honest candidates flagged hack)."""
+    rows = [
+        [
+            r["candidate"],
+            "/".join(r["statuses"]),
+            fmt(r["build_cold_s"], ".1f"),
+            fmt(r["build_cached_s"], ".3f"),
+            fmt(r["correctness_s"]),
+            fmt(r["timing_s"]),
+            fmt(r["speedup_eager"], ".3f"),
+            fmt(r["speedup_compile"], ".3f"),
+            fmt(r["cv_speedup_eager"] and 100 * r["cv_speedup_eager"], ".2f"),
+            fmt(r["own_kernel_share"] and 100 * r["own_kernel_share"], ".0f"),
+        ]
+        for r in records
+    ]
+    columns = ["candidate", "status", "build cold s", "build cached s", "correctness s", "timing s"]
+    columns += ["speedup eager", "speedup compile", "CV % (eager)", "own kernel %"]
+    print_table(title, columns, rows)
+    cvs = [r["cv_speedup_eager"] for r in records if r["cv_speedup_eager"] is not None]
+    summary = {
+        "candidates": len(records),
+        "median_cv_speedup_eager": statistics.median(cvs) if cvs else None,
+        "max_cv_speedup_eager": max(cvs) if cvs else None,
+        "cv_under_2pct": sum(1 for c in cvs if c < 0.02),
+        "cv_measured": len(cvs),
+        "false_positive_hacks": [r["candidate"] for r in records if "hack" in r["statuses"]],
+    }
+    median_cv = summary["median_cv_speedup_eager"]
+    print(
+        f"median CV of speedup vs eager: {fmt(median_cv and 100 * median_cv)}% "
+        f"({summary['cv_under_2pct']}/{len(cvs)} under 2%); "
+        f"honest candidates flagged hack: {summary['false_positive_hacks'] or 'none'}"
+    )
+    return summary

@@ -6,6 +6,7 @@
 # carried with the call. Logs and JSON results go under $OUT (or runs/gpu-check).
 set -uo pipefail
 phase=${1:-all}
+stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
 OUT=${OUT:-runs/gpu-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -25,7 +26,7 @@ if [[ $phase == all || $phase == tests ]]; then
   # Per-test limit: a hang dumps every thread's stack into the log instead of eating the whole call.
   # Per-test limit (signal method: the test fails and the run goes on; the builder kills its compile jobs).
   python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-300}" \
-    --timeout-method signal --durations 0 ${PYTEST_SELECT:-} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -40
+    --timeout-method signal --durations 0 ${PYTEST_SELECT:-} 2>&1 | stamp | tee "$OUT/pytest_gpu.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   # The build logs and records (small): what each build did and how long its steps took.
   (cd "$RUBRIC_RL_TEST_CACHE" 2>/dev/null && tar czf "$OUT/test_builds.tgz" --ignore-failed-read \
@@ -33,12 +34,12 @@ if [[ $phase == all || $phase == tests ]]; then
 fi
 if [[ $phase == all || $phase == sandbox ]]; then
   python3 scripts/bench_sandbox.py --problems .device/problems.jsonl --out "$OUT/bench_sandbox.json" "${@:2}" \
-    2>&1 | tee "$OUT/bench_sandbox.log" | tail -40
+    2>&1 | stamp | tee "$OUT/bench_sandbox.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $phase == all || $phase == throughput ]]; then
   python3 scripts/bench_throughput.py --problems .device/problems.jsonl --out "$OUT/bench_throughput.json" "${@:2}" \
-    2>&1 | tee "$OUT/bench_throughput.log" | tail -40
+    2>&1 | stamp | tee "$OUT/bench_throughput.log" | tail -60
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 exit $status
