@@ -47,8 +47,10 @@ from rubric_rl.sandbox.executors.local import LocalExecutor, visible_gpus
 from rubric_rl.sandbox.extension import prepare_build
 
 
-def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[float | None]]:
-    """Seconds per build for each way of building, same extensions, builds of one variant run in parallel."""
+def build_cuts(items: list[tuple], arch: str, workers: int, mode: str = "full") -> dict[str, list[float | None]]:
+    """Seconds per build for each way of building, same extensions, builds of one variant run in parallel.
+    ``mode="objects"`` compiles without linking: it needs no CUDA libraries, so it measures the cuts on a
+    machine without a GPU (nvcc alone)."""
     ev = Evaluator(SandboxConfig(backend="cuda", cache_dir=Path(tempfile.mkdtemp()) / "build"))
     specs = []
     for _, _, program in items:
@@ -59,11 +61,11 @@ def build_cuts(items: list[tuple], arch: str, workers: int) -> dict[str, list[fl
         builder = Builder(Path(tempfile.mkdtemp(prefix="cut-")), use_pch=pch)
         cfg = SandboxConfig(backend="cuda", split_sources=split)
         if pch:  # the PCH is built once per machine: build it before timing, as a long-running service would
-            builder.build(prepare_build(specs[0], cfg, arch))
+            builder.build(prepare_build(specs[0], cfg, arch), mode=mode)
 
         def one(spec) -> float | None:
             prepared = prepare_build(spec.model_copy(update={"name": spec.name + "_cut"}), cfg, arch)
-            outcome = builder.build(prepared)
+            outcome = builder.build(prepared, mode=mode)
             if not outcome.ok:
                 print(f"build of {spec.name} (split={split}, pch={pch}) failed: {outcome.digest}", file=sys.stderr)
                 return None
@@ -110,8 +112,20 @@ def kernelbench_style(items: list[tuple], problems: Path) -> list[dict]:
 
 
 async def run_executor(ex: LocalExecutor, items: list[tuple]) -> tuple[list, float]:
+    """All candidates at once; a line per Verdict as it arrives (where the time goes, even if the run is cut)."""
     started = time.monotonic()
-    verdicts = await asyncio.gather(*(ex.evaluate(task, program) for _, task, program in items))
+
+    async def one(name: str, task, program: str):
+        v = await ex.evaluate(task, program)
+        d = v.durations
+        print(
+            f"  +{time.monotonic() - started:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
+            f"correctness {d.correctness_s:.1f}s timing {d.timing_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}",
+            flush=True,
+        )
+        return v
+
+    verdicts = await asyncio.gather(*(one(name, task, program) for name, task, program in items))
     return verdicts, time.monotonic() - started
 
 
@@ -125,6 +139,7 @@ def main() -> None:
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--build-workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip", default="", help="comma list of phases to skip: a,cuts,b,c")
+    ap.add_argument("--build-mode", choices=["full", "objects"], default="full", help="of the build cuts")
     ap.add_argument("--a-from", type=Path, default=None, help="take (a) from an earlier run's JSON instead")
     ap.add_argument("--cv-candidates", type=int, default=12, help="candidates evaluated --cv-repeats times")
     ap.add_argument("--cv-repeats", type=int, default=5)
@@ -158,7 +173,7 @@ def main() -> None:
         write_json(args.out, report)
 
     if "cuts" not in skip:
-        cuts = build_cuts(items[: args.kb_baseline], arch, min(args.build_workers, 8))
+        cuts = build_cuts(items[: args.kb_baseline], arch, min(args.build_workers, 8), args.build_mode)
         if kb:  # the same extensions, built by torch's default load_inline in (a), one at a time
             cuts = {"torch default load_inline (in (a))": [r.get("build_s") for r in kb], **cuts}
         report["build_cuts"] = {
@@ -172,56 +187,57 @@ def main() -> None:
         }
         write_json(args.out, report)
         print_table(
-            "median build seconds, same extensions",
+            f"median build seconds, same extensions ({args.build_mode} builds, {os.cpu_count()} cores)",
             ["build", "median s", "n", "failed"],
             [[k, fmt(v["median_s"], ".1f"), str(v["n"]), str(v["failed"])] for k, v in report["build_cuts"].items()],
         )
 
-    sandbox = SandboxConfig(
-        backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build", perf_trials=args.perf_trials
-    )
-    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers))
     verdicts_b: list = []
-    evaluations: dict[str, list] = {name: [] for name, _, _ in items}
-    for phase in ("b", "c"):
-        if phase in skip:
-            continue
-        verdicts, wall = asyncio.run(run_executor(ex, items))
-        for (name, _, _), v in zip(items, verdicts, strict=True):
-            evaluations[name].append(v)
-        if phase == "b":
-            verdicts_b = verdicts
-        report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"] = {
-            "candidates": len(items),
-            "wall_s": wall,
-            "per_hour": 3600 * len(items) / wall,
-            "statuses": {s: sum(v.status == s for v in verdicts) for s in sorted({v.status for v in verdicts})},
-            "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds if not b.cached] or [0]),
-            "executor": ex.stats(),
-        }
-        write_json(args.out, report)
-    if verdicts_b and args.cv_candidates:
-        # The sandbox table (issue: speedup spread over repeated evaluations): more warm passes over a spread
-        # subset, one candidate after another, so every evaluation has the GPU to itself.
-        subset = items[: args.cv_candidates]
-        for _ in range(args.cv_repeats - sum(p not in skip for p in ("b", "c"))):
-            for name, task, program in subset:
-                evaluations[name].append(asyncio.run(ex.evaluate(task, program)))
-        builds = {
-            name: {
-                "build_cold_s": sum(b.seconds for b in evaluations[name][0].builds),
-                "build_cached_s": statistics.median(v.durations.build_s for v in evaluations[name][1:])
-                if len(evaluations[name]) > 1
-                else None,
-                "split": any(b.split_sources for b in evaluations[name][0].builds),
+    if not {"b", "c"} <= skip:
+        sandbox = SandboxConfig(
+            backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build", perf_trials=args.perf_trials
+        )
+        ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers))
+        evaluations: dict[str, list] = {name: [] for name, _, _ in items}
+        for phase in ("b", "c"):
+            if phase in skip:
+                continue
+            verdicts, wall = asyncio.run(run_executor(ex, items))
+            for (name, _, _), v in zip(items, verdicts, strict=True):
+                evaluations[name].append(v)
+            if phase == "b":
+                verdicts_b = verdicts
+            report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"] = {
+                "candidates": len(items),
+                "wall_s": wall,
+                "per_hour": 3600 * len(items) / wall,
+                "statuses": {s: sum(v.status == s for v in verdicts) for s in sorted({v.status for v in verdicts})},
+                "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds] or [0]),
+                "executor": ex.stats(),
             }
-            for name, _, _ in subset
-        }
-        records = candidate_records(subset, evaluations, builds)
-        title = f"sandbox: {len(records)} honest candidates x {len(evaluations[subset[0][0]])} evaluations"
-        report["sandbox"] = {"summary": print_candidate_table(title, records), "candidates": records}
-        write_json(args.out, report)
-    asyncio.run(ex.close())
+            write_json(args.out, report)
+        if verdicts_b and args.cv_candidates:
+            # The sandbox table (issue: speedup spread over repeated evaluations): more warm passes over a spread
+            # subset, one candidate after another, so every evaluation has the GPU to itself.
+            subset = items[: args.cv_candidates]
+            for _ in range(args.cv_repeats - sum(p not in skip for p in ("b", "c"))):
+                for name, task, program in subset:
+                    evaluations[name].append(asyncio.run(ex.evaluate(task, program)))
+            builds = {
+                name: {
+                    "build_cold_s": sum(b.seconds for b in evaluations[name][0].builds),
+                    "build_cached_s": statistics.median(v.durations.build_s for v in evaluations[name][1:])
+                    if len(evaluations[name]) > 1
+                    else None,
+                    "split": any(b.split_sources for b in evaluations[name][0].builds),
+                }
+                for name, _, _ in subset
+            }
+            records = candidate_records(subset, evaluations, builds)
+            title = f"sandbox: {len(records)} honest candidates x {len(evaluations[subset[0][0]])} evaluations"
+            report["sandbox"] = {"summary": print_candidate_table(title, records), "candidates": records}
+            write_json(args.out, report)
+        asyncio.run(ex.close())
 
     rows = [
         [k, str(v["candidates"]), fmt(v["wall_s"], ".0f"), fmt(v["per_hour"], ".0f")]

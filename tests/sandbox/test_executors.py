@@ -52,6 +52,24 @@ def test_local_executor_runs_candidates_concurrently(sandbox, example_tasks, exa
     assert stats["builds"]["hits"] >= 3  # the execution worker found every prebuilt extension in the cache
 
 
+def test_one_executor_serves_several_event_loops(sandbox, example_tasks, example_rows):
+    # A reward function may call asyncio.run once per batch with one long-lived executor; the executor's queue
+    # was bound to the first loop and the second batch failed as soon as a candidate had to wait for a slot.
+    from rubric_rl.sandbox.executors.local import LocalExecutor
+
+    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=1, cpu_slots=1, prewarm=False, reuse_baselines=False))
+    task = example_tasks["T-1"]
+    codes = [r.code for r in example_rows if r.candidate_id != "fused_add_relu/compile_error"]
+
+    async def batch():
+        return [v.status for v in await asyncio.gather(*(ex.evaluate(task, code) for code in codes))]
+
+    try:
+        assert asyncio.run(batch()) == asyncio.run(batch()) == ["correct", "incorrect"]
+    finally:
+        asyncio.run(ex.close())
+
+
 def test_verify_batch_resumes_without_redoing_or_losing(tmp_path, sandbox, example_tasks, example_rows):
     out = tmp_path / "run"
     executor_cfg = ExecutorConfig(kind="local", build_workers=1, reuse_baselines=False, prewarm=False)

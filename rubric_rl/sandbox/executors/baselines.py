@@ -46,6 +46,7 @@ class BaselineStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._memory: dict[str, TaskBaseline | None] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.measured = 0
         self.reused = 0
         self.failed = 0
@@ -67,6 +68,9 @@ class BaselineStore:
 
     async def get_or_measure(self, key: str, measure) -> TaskBaseline | None:
         """The baseline for ``key``; ``measure`` (an async callable) runs at most once per key."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # locks belong to one event loop (see LocalExecutor._queues)
+            self._loop, self._locks = loop, {}
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if key in self._memory or self._path(key).exists():

@@ -119,12 +119,22 @@ class LocalExecutor(Executor):
         self._warm = _WarmWorkers(sandbox, self.config.prewarm)
         self._free: asyncio.Queue[str] | None = None
         self._pending: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
         self.started = time.monotonic()
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
-        if self._free is None or self._pending is None:
+        """The slot queue and the back-pressure semaphore of the running event loop.
+
+        asyncio primitives belong to the loop that first waits on them, so a caller that runs one
+        ``asyncio.run`` per batch (a reward function, a benchmark's phases) gets fresh ones per loop; two loops
+        sharing one executor at the same time would each hand out every slot, so that is refused."""
+        loop = asyncio.get_running_loop()
+        if self._free is None or self._pending is None or self._loop is not loop:
+            if self._loop is not None and self._loop is not loop and self._loop.is_running():
+                raise RuntimeError("this executor is in use by another running event loop; use one per loop")
+            self._loop = loop
             self._free = asyncio.Queue()
             for slot in self._slots:
                 self._free.put_nowait(slot)
