@@ -247,7 +247,8 @@ def main() -> None:
     base = report.get("a_kernelbench_style", {}).get("per_hour")
     for r in rows:
         r.append(fmt(float(r[3]) / base, ".1f") + "x" if base else "-")
-    print_table("candidates per hour", ["mode", "candidates", "wall s", "per hour", "vs (a)"], rows)
+    if rows:
+        print_table("candidates per hour", ["mode", "candidates", "wall s", "per hour", "vs (a)"], rows)
 
     agreement = []
     by_name = {name: v for (name, _, _), v in zip(items, verdicts_b, strict=False)}
