@@ -120,13 +120,22 @@ async def run_executor(ex: LocalExecutor, items: list[tuple]) -> tuple[list, flo
         d = v.durations
         print(
             f"  +{time.monotonic() - started:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
-            f"correctness {d.correctness_s:.1f}s timing {d.timing_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}",
+            f"correctness {d.correctness_s:.1f}s timing {d.timing_s:.1f}s waited {d.device_wait_s:.1f}s "
+            f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}",
             flush=True,
         )
         return v
 
     verdicts = await asyncio.gather(*(one(name, task, program) for name, task, program in items))
     return verdicts, time.monotonic() - started
+
+
+def baseline_records(ex: LocalExecutor) -> list[dict]:
+    """What each task's baseline measurement cost (the cold path pays one per task)."""
+    return [
+        {"measure_s": b.measure_s, "compile_warmup_s": b.compile_warmup_s, "device_wait_s": b.device_wait_s}
+        for b in ex.baselines.measured_baselines()
+    ]
 
 
 def main() -> None:
@@ -143,6 +152,10 @@ def main() -> None:
     ap.add_argument("--a-from", type=Path, default=None, help="take (a) from an earlier run's JSON instead")
     ap.add_argument("--cv-candidates", type=int, default=12, help="candidates evaluated --cv-repeats times")
     ap.add_argument("--cv-repeats", type=int, default=5)
+    ap.add_argument(
+        "--cache-dir", type=Path, default=None, help="build cache (default: a fresh one; give one to reuse it)"
+    )
+    ap.add_argument("--slots-per-gpu", type=int, default=ExecutorConfig().slots_per_gpu)
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
 
@@ -194,10 +207,9 @@ def main() -> None:
 
     verdicts_b: list = []
     if not {"b", "c"} <= skip:
-        sandbox = SandboxConfig(
-            backend="cuda", cache_dir=Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build", perf_trials=args.perf_trials
-        )
-        ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers))
+        cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build"
+        sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
+        ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers, slots_per_gpu=args.slots_per_gpu))
         evaluations: dict[str, list] = {name: [] for name, _, _ in items}
         for phase in ("b", "c"):
             if phase in skip:
@@ -214,13 +226,16 @@ def main() -> None:
                 "statuses": {s: sum(v.status == s for v in verdicts) for s in sorted({v.status for v in verdicts})},
                 "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds] or [0]),
                 "executor": ex.stats(),
+                "baselines": baseline_records(ex),
             }
             write_json(args.out, report)
-        if verdicts_b and args.cv_candidates:
+            print(json.dumps(report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"]["executor"]), flush=True)
+        ran = sum(p not in skip for p in ("b", "c"))
+        if ran and args.cv_candidates:
             # The sandbox table (issue: speedup spread over repeated evaluations): more warm passes over a spread
             # subset, one candidate after another, so every evaluation has the GPU to itself.
             subset = items[: args.cv_candidates]
-            for _ in range(args.cv_repeats - sum(p not in skip for p in ("b", "c"))):
+            for _ in range(args.cv_repeats - ran):
                 for name, task, program in subset:
                     evaluations[name].append(asyncio.run(ex.evaluate(task, program)))
             builds = {

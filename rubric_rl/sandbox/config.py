@@ -93,6 +93,14 @@ class SandboxConfig(BaseModel):
         description="Cap the absolute tolerance at this fraction of each output's RMS, so outputs far smaller than "
         "atol (where zeros would pass) are still checked; None: plain KernelBench tolerances.",
     )
+    ship_outputs_max_mb: float = Field(
+        default=256.0,
+        gt=0,
+        description="A trial whose outputs are larger than this is compared on the device inside the worker "
+        "(against reference outputs fingerprinted before the candidate loads, and spot-checked by the evaluator on "
+        "positions it draws after the output exists) instead of being copied to the evaluator: multi-GB outputs "
+        "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship.",
+    )
     measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
     perf_trials: int = Field(default=100, ge=1, description="Timed calls per model.")
     warmup_trials: int = Field(default=5, ge=0, description="Untimed calls per model before timing.")

@@ -1,4 +1,5 @@
-"""Comparing a candidate's outputs with the reference's, in the evaluator's process.
+"""Comparing a candidate's outputs with the reference's: in the evaluator's process, or (outputs too large to
+ship, see ``SandboxConfig.ship_outputs_max_mb``) on the device inside the worker, spot-checked by the evaluator.
 
 Per output: the same structure, kind, shape and dtype; then values with ``|c - r| <= atol + rtol * |r|`` at the
 tolerance of the output's dtype, computed in float64. NaN in the candidate never passes; infinities pass
@@ -24,37 +25,50 @@ def tolerance_for(dtype: torch.dtype, config: SandboxConfig) -> Tolerance:
     return config.tolerances.get(name, config.tolerances["float32"])
 
 
+_CHUNK = 1 << 24  # elements compared at a time: float64 temporaries stay near 128 MB whatever the output size
+
+
 def compare_tensor(
     cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_scale: float | None = None
 ) -> tuple[int, float, float]:
-    """(mismatched elements, max abs error, max rel error) of two same-shape tensors.
+    """(mismatched elements, max abs error, max rel error) of two same-shape tensors, on their device.
 
     With ``atol_scale``, the absolute tolerance is at most ``atol_scale`` times the reference's RMS: an output
     whose values are all far below ``atol`` (where zeros or any constant would pass) must still be matched to
-    within a small fraction of its own size. For outputs of ordinary size it changes nothing.
+    within a small fraction of its own size. For outputs of ordinary size it changes nothing. Works in chunks,
+    so a multi-GB output is compared without multi-GB temporaries.
     """
+    c_all, r_all = cand.reshape(-1), ref.reshape(-1)
+    n = r_all.numel()
     if not (ref.is_floating_point() or ref.is_complex()):
-        diff = cand != ref
-        n = int(diff.sum())
-        return n, float(n > 0), float(n > 0)
-    c = cand.to(torch.float64) if not cand.is_complex() else cand.to(torch.complex128)
-    r = ref.to(torch.float64) if not ref.is_complex() else ref.to(torch.complex128)
-    both_inf_same = torch.isinf(c) & torch.isinf(r) & (c == r)
-    err = (c - r).abs()
-    err = torch.where(both_inf_same, torch.zeros_like(err), err)
+        bad = sum(int((c_all[i : i + _CHUNK] != r_all[i : i + _CHUNK]).sum()) for i in range(0, n, _CHUNK))
+        return bad, float(bad > 0), float(bad > 0)
+    wide = torch.complex128 if ref.is_complex() else torch.float64
     atol = tol.atol
-    if atol_scale is not None and r.numel():
-        finite_r = r[torch.isfinite(r)] if not r.is_complex() else r[torch.isfinite(r.abs())]
-        if finite_r.numel():
-            rms = float(finite_r.abs().pow(2).mean().sqrt())
+    if atol_scale is not None and n:
+        squares, count = 0.0, 0
+        for i in range(0, n, _CHUNK):
+            a = r_all[i : i + _CHUNK].to(wide).abs()
+            a = a[torch.isfinite(a)]
+            squares += float(a.pow(2).sum())
+            count += a.numel()
+        if count:
+            rms = (squares / count) ** 0.5
             atol = min(atol, atol_scale * rms) if rms > 0 else atol
-    bad = torch.isnan(err) | (err > atol + tol.rtol * r.abs())
-    bad |= torch.isnan(c) | (torch.isinf(c) & ~both_inf_same)
-    finite_err = torch.where(torch.isfinite(err), err, torch.full_like(err, float("inf")))
-    max_abs = float(finite_err.max()) if finite_err.numel() else 0.0
-    rel = finite_err / r.abs().clamp_min(_TINY)
-    max_rel = float(rel.max()) if rel.numel() else 0.0
-    return int(bad.sum()), max_abs, max_rel
+    total_bad, max_abs, max_rel = 0, 0.0, 0.0
+    for i in range(0, n, _CHUNK):
+        c = c_all[i : i + _CHUNK].to(wide)
+        r = r_all[i : i + _CHUNK].to(wide)
+        both_inf_same = torch.isinf(c) & torch.isinf(r) & (c == r)
+        err = (c - r).abs()
+        err = torch.where(both_inf_same, torch.zeros_like(err), err)
+        bad = torch.isnan(err) | (err > atol + tol.rtol * r.abs())
+        bad |= torch.isnan(c) | (torch.isinf(c) & ~both_inf_same)
+        finite_err = torch.where(torch.isfinite(err), err, torch.full_like(err, float("inf")))
+        total_bad += int(bad.sum())
+        max_abs = max(max_abs, float(finite_err.max()))
+        max_rel = max(max_rel, float((finite_err / r.abs().clamp_min(_TINY)).max()))
+    return total_bad, max_abs, max_rel
 
 
 def compare_outputs(

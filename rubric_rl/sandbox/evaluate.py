@@ -13,17 +13,21 @@ import ast
 import hashlib
 import logging
 import platform
+import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import torch
 from pydantic import BaseModel, Field
 
 from rubric_rl import __version__
 from rubric_rl.sandbox.build import Builder, BuildOutcome
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
+from rubric_rl.sandbox.device_gate import DeviceGate, GateHold
 from rubric_rl.sandbox.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
 from rubric_rl.sandbox.guard import forbidden_ops
 from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
@@ -46,6 +50,7 @@ from rubric_rl.sandbox.verdict import (
 log = logging.getLogger(__name__)
 
 MAX_ERRORS = 10
+SPOT_CHECK_SAMPLES = 1 << 16  # positions per output the evaluator checks itself when a trial is compared in the worker
 
 
 class CompileReport(BaseModel):
@@ -70,6 +75,8 @@ class TaskBaseline(BaseModel):
     compile: TimingStats | None = Field(description="torch.compile timing; None if compile failed or was off.")
     compile_mode: str | None = Field(description="torch.compile mode of the measurement.")
     compile_warmup_s: float | None = Field(default=None, description="The compile baseline's first call, seconds.")
+    measure_s: float | None = Field(default=None, description="Seconds the measurement took, worker start to end.")
+    device_wait_s: float | None = Field(default=None, description="Of which waiting for the device (shared gate).")
 
 
 @dataclass
@@ -145,8 +152,12 @@ class Evaluator:
         baseline: TaskBaseline | None = None,
         cuda_visible_devices: str | None = None,
         worker: WorkerProcess | None = None,
+        gate: DeviceGate | None = None,
+        alone: bool = False,
     ) -> Verdict:
-        """The Verdict of one candidate. ``worker``: an already started (warm) worker to use, else a new one."""
+        """The Verdict of one candidate. ``worker``: an already started (warm) worker to use, else a new one.
+        ``gate``: the device's gate when other evaluations share it (held shared up to the end of the
+        correctness trials, exclusively for timing and profiling; ``alone``: exclusively throughout)."""
         started = time.monotonic()
         run = _Run(config=self.config, candidate=candidate)
         t0 = time.monotonic()
@@ -162,7 +173,11 @@ class Evaluator:
         cfg = self.config
         if not run.compile_failed and not (run.has_hack() and cfg.policy.stop_on_static_error):
             self._run_worker(
-                run, reference, baseline, worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices)
+                run,
+                reference,
+                baseline,
+                worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices),
+                GateHold(gate, alone=alone),
             )
         elif worker is not None:
             worker.close()
@@ -278,20 +293,28 @@ class Evaluator:
             seconds=time.monotonic() - started,
         )
 
-    def measure_baseline(self, reference: str, *, cuda_visible_devices: str | None = None) -> TaskBaseline:
-        """Eager and torch.compile timings of a task, measured once and reused across its candidates."""
+    def measure_baseline(
+        self, reference: str, *, cuda_visible_devices: str | None = None, gate: DeviceGate | None = None
+    ) -> TaskBaseline:
+        """Eager and torch.compile timings of a task, measured once and reused across its candidates.
+
+        With a ``gate``, the reference and torch.compile's warm-up (seconds of code generation) run beside
+        other evaluations; only the timing holds the device alone."""
         cfg = self.config
-        with WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker:
+        started = time.monotonic()
+
+        def on_message(msg: Message, chan: Channel) -> float:
+            if msg.type != "warm":
+                return 0.0
+            waited = hold.to("exclusive")
+            chan.send("time")
+            return waited
+
+        with WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker, GateHold(gate) as hold:
+            setup = {"config": cfg.model_dump(mode="json"), "reference": reference, "candidate": "", "mode": "baseline"}
             try:
                 messages = _conversation(
-                    worker,
-                    {
-                        "config": cfg.model_dump(mode="json"),
-                        "reference": reference,
-                        "candidate": "",
-                        "mode": "baseline",
-                    },
-                    cfg.run_timeout_s,
+                    worker, setup, cfg.run_timeout_s, on_message=on_message, before_setup=lambda: hold.to("shared")
                 )
             except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
                 raise BaselineError(
@@ -308,13 +331,18 @@ class Evaluator:
             compile=summarize(times["compile"]) if "compile" in times else None,
             compile_mode=cfg.compile_mode if "compile" in times else None,
             compile_warmup_s=compile_info.get("warmup_s"),
+            measure_s=round(time.monotonic() - started, 3),
+            device_wait_s=round(hold.waited_s, 3),
         )
 
     # ---- the worker conversation ------------------------------------------------------------------------------
-    def _run_worker(self, run: _Run, reference: str, baseline: TaskBaseline | None, worker: WorkerProcess) -> None:
+    def _run_worker(
+        self, run: _Run, reference: str, baseline: TaskBaseline | None, worker: WorkerProcess, hold: GateHold
+    ) -> None:
         cfg = self.config
-        with worker:
+        with worker, hold:
             chan = worker.start()
+            hold.to("shared")  # the worker touches the device only after setup
             deadline = time.monotonic() + cfg.run_timeout_s
             reuse = baseline is not None and baseline.compile is not None and cfg.compile_baseline
             try:
@@ -330,7 +358,7 @@ class Evaluator:
                 run.stage = "setup"
                 while True:
                     msg = chan.recv(deadline=deadline)
-                    done, extra = self._handle(run, chan, msg, baseline)
+                    done, extra = self._handle(run, chan, msg, baseline, hold)
                     deadline += extra
                     if done:
                         return
@@ -358,8 +386,10 @@ class Evaluator:
                 run.runtime_failed = True
                 run.error(f"{run.stage}: {worker.describe_exit()}")
 
-    def _handle(self, run: _Run, chan: Channel, msg: Message, baseline: TaskBaseline | None) -> tuple[bool, float]:
-        """Process one message; returns (finished, seconds to add to the deadline)."""
+    def _handle(
+        self, run: _Run, chan: Channel, msg: Message, baseline: TaskBaseline | None, hold: GateHold
+    ) -> tuple[bool, float]:
+        """Process one message; returns (finished, seconds to add to the deadline: builds and gate waits)."""
         cfg = self.config
         body = msg.body
         if msg.type == "ready":
@@ -368,20 +398,29 @@ class Evaluator:
         elif msg.type == "reference":
             run.ref_meta = body["trials"]
             run.ref_values = unpack_tensors(msg.blob)
-            run.task_flags = degenerate_task_flags(
-                [v for m, v in zip(run.ref_meta, run.ref_values, strict=True) if m["distribution"] == "task"], cfg
-            )
+            shipped = [
+                v
+                for m, v in zip(run.ref_meta, run.ref_values, strict=True)
+                if m["distribution"] == "task" and not m.get("on_device")
+            ]
+            # Kept-on-device references are checked for degeneracy by the worker, on a subsample (advisory).
+            run.task_flags = degenerate_task_flags(shipped, cfg) if shipped else list(body.get("kept_task_flags", []))
             run.stage = "load"
             chan.send("load")
         elif msg.type == "build":
             started = time.monotonic()
+            hold.to(None)  # the worker idles while we build: let timings proceed
             ok, reply = self._build(run, body)
+            build_s = time.monotonic() - started
+            run.durations.build_s += build_s
+            waited = hold.to("shared") if ok else 0.0
+            run.durations.device_wait_s += waited
             chan.send("built", reply)
-            elapsed = time.monotonic() - started
-            run.durations.build_s += elapsed
-            return (not ok), elapsed
+            return (not ok), build_s + waited
         elif msg.type == "loaded":
-            run.durations.load_s = max(0.0, float(body.get("load_s", 0.0)) - run.durations.build_s)
+            run.durations.load_s = max(
+                0.0, float(body.get("load_s", 0.0)) - run.durations.build_s - run.durations.device_wait_s
+            )
             self._integrity(run, body)
             if not run.builds:
                 run.add_finding(
@@ -391,16 +430,22 @@ class Evaluator:
                 )
             run.stage = "correctness"
             run.correctness_started = time.monotonic()
+        elif msg.type == "sample_request":  # positions drawn now, after the candidate's output exists
+            chan.send("sample", {"seed": secrets.randbits(62), "k": SPOT_CHECK_SAMPLES})
         elif msg.type == "trial":
             self._trial(run, body, unpack_tensors(msg.blob))
         elif msg.type == "trials_done":
             run.durations.correctness_s = time.monotonic() - run.correctness_started
             self._integrity(run, body)
             go = cfg.measure_performance and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
-            chan.send("time" if go else "stop")
             if not go:
+                chan.send("stop")
                 return True, 0.0
+            waited = hold.to("exclusive")
+            run.durations.device_wait_s += waited
+            chan.send("time")
             run.stage = "timing"
+            return False, waited
         elif msg.type == "timing":
             self._timing(run, body, unpack_tensors(msg.blob), baseline)
             run.stage = "profile"
@@ -519,16 +564,19 @@ class Evaluator:
         cfg = self.config
         index = int(body["index"])
         ref = run.ref_meta[index]
-        result = compare_outputs(
-            body["outputs"],
-            values,
-            ref["outputs"],
-            run.ref_values[index],
-            cfg,
-            index=index,
-            distribution=ref["distribution"],
-            seed=ref["seed"],
-        )
+        if ref.get("on_device"):
+            result = self._kept_trial(run, body, values, ref, index)
+        else:
+            result = compare_outputs(
+                body["outputs"],
+                values,
+                ref["outputs"],
+                run.ref_values[index],
+                cfg,
+                index=index,
+                distribution=ref["distribution"],
+                seed=ref["seed"],
+            )
         run.trials.append(result)
         for op, n in body.get("ops", {}).items():
             run.aten_ops[op] = max(run.aten_ops.get(op, 0), int(n))
@@ -586,6 +634,43 @@ class Evaluator:
             )
         run.findings = _dedupe_findings(run.findings)
 
+    def _kept_trial(
+        self, run: _Run, body: dict[str, Any], values: list[Any], ref: dict[str, Any], index: int
+    ) -> TrialResult:
+        """A trial compared in the worker (its reference was too large to ship): take the worker's result
+        only if the kept reference is intact and our own check of the sampled positions agrees."""
+        if "device_result" not in body or len(values) % 2:
+            raise ProtocolError(f"trial {index}: a kept-reference trial without its result or sample")
+        try:
+            result = TrialResult.model_validate(body["device_result"])
+        except ValueError as e:
+            raise ProtocolError(f"trial {index}: unreadable device result ({e})") from None
+        result = result.model_copy(
+            update={"index": index, "distribution": ref["distribution"], "seed": ref["seed"], "compared_in": "worker"}
+        )
+        if not body.get("reference_intact", False):
+            run.add_finding(
+                "protocol.tampering",
+                "protocol",
+                f"trial {index}: the reference output kept on the device changed while the candidate ran",
+            )
+            return result.model_copy(update={"passed": False, "error": "the kept reference output was changed"})
+        half = len(values) // 2
+        loose = self.config.model_copy(update={"atol_scale": None})  # the full check's RMS cap only tightens
+        for i, (c, r) in enumerate(zip(values[:half], values[half:], strict=True)):
+            if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
+                continue
+            spot = compare_host_outputs([c], [r], loose, index=index, distribution=ref["distribution"], seed=0)
+            if not spot.passed and result.passed:
+                run.add_finding(
+                    "protocol.comparison_mismatch",
+                    "protocol",
+                    f"trial {index}, output {i}: the worker's comparison passed but the evaluator's spot check of "
+                    f"{c.numel()} sampled positions failed ({spot.error})",
+                )
+                return result.model_copy(update={"passed": False, "error": f"spot check failed: {spot.error}"})
+        return result
+
     def _timing(self, run: _Run, body: dict[str, Any], checked: list[Any], baseline: TaskBaseline | None) -> None:
         cfg = self.config
         times = body["times_ms"]
@@ -612,9 +697,18 @@ class Evaluator:
         run.timings = timings
         run.durations.timing_s = sum(sum(v) for v in times.values()) / 1000.0
         for meta, (eager_out, cand_out) in zip(body.get("checked", []), checked, strict=False):
-            result = compare_host_outputs(
-                cand_out, eager_out, cfg, index=len(run.trials), distribution="timed", seed=int(meta["seed"])
-            )
+            if "device_result" in meta:  # too large to ship: compared in the worker
+                try:
+                    result = TrialResult.model_validate(meta["device_result"])
+                except ValueError as e:
+                    raise ProtocolError(f"unreadable timed-round result ({e})") from None
+                result = result.model_copy(
+                    update={"index": len(run.trials), "distribution": "timed", "compared_in": "worker"}
+                )
+            else:
+                result = compare_host_outputs(
+                    cand_out, eager_out, cfg, index=len(run.trials), distribution="timed", seed=int(meta["seed"])
+                )
             run.trials.append(result)
             if not result.passed:
                 run.add_finding(
@@ -693,9 +787,21 @@ def as_written(spec: ExtensionSpec, config: SandboxConfig, arch: str | None) -> 
     return prepare_build(spec, config, arch, split_sources=False)
 
 
-def _conversation(worker: WorkerProcess, setup: dict[str, Any], timeout_s: float) -> list[Message]:
-    """Send ``setup`` and collect messages until ``done``/``captured``/``error`` (for the short modes)."""
+def _conversation(
+    worker: WorkerProcess,
+    setup: dict[str, Any],
+    timeout_s: float,
+    *,
+    on_message: Callable[[Message, Channel], float] | None = None,
+    before_setup: Callable[[], object] | None = None,
+) -> list[Message]:
+    """Send ``setup`` and collect messages until ``done``/``captured``/``error`` (for the short modes).
+
+    ``on_message`` sees each message first and may answer it; what it returns is added to the deadline
+    (time it spent waiting is not the worker's)."""
     chan = worker.start()
+    if before_setup is not None:
+        before_setup()
     chan.send("setup", setup)
     deadline = time.monotonic() + timeout_s
     messages = []
@@ -704,6 +810,8 @@ def _conversation(worker: WorkerProcess, setup: dict[str, Any], timeout_s: float
         messages.append(msg)
         if msg.type in ("done", "captured", "error"):
             return messages
+        if on_message is not None:
+            deadline += on_message(msg, chan)
 
 
 def _dedupe_findings(findings: list[Finding]) -> list[Finding]:

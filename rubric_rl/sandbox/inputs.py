@@ -3,7 +3,8 @@
 Inputs come from the task's own ``get_inputs()``, seeded, created on the evaluation device; extra
 distributions redraw every floating tensor (signed normal, heavy-tailed Student-t) with its shape and dtype,
 so identity kernels on ``torch.rand`` inputs and answers from known input statistics fail. Outputs are
-flattened to a list so that tuples, lists and single tensors compare the same way.
+flattened to a list so that tuples, lists and single tensors compare the same way. Outputs too large to
+ship are fingerprinted and sampled where they are.
 """
 
 from __future__ import annotations
@@ -120,3 +121,55 @@ def aliases(value: Any, spans: list[tuple[int, int]]) -> bool:
         return False
     lo, hi = s.data_ptr(), s.data_ptr() + s.nbytes()
     return any(lo < b and a < hi for a, b in spans)
+
+
+_FP_CHUNK = 1 << 24
+
+
+def nbytes(values: list[Any]) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def fingerprint(values: list[Any]) -> list[str]:
+    """A fingerprint of tensors' bits, computed on their device: any changed word changes its plain sum, any
+    moved word its position-weighted sum. Tamper evidence for outputs kept in the worker, not a cryptographic
+    hash (an adversary who could find and rewrite those tensors could also forge compensating changes)."""
+    prints = []
+    for v in values:
+        if not isinstance(v, torch.Tensor) or not v.numel():
+            prints.append(repr(v) if not isinstance(v, torch.Tensor) else "empty")
+            continue
+        raw = v.detach().contiguous().reshape(-1).view(torch.uint8)
+        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+        plain, weighted = 0, 0
+        for i in range(0, words.numel(), _FP_CHUNK):
+            w = words[i : i + _FP_CHUNK].to(torch.int64)
+            pos = torch.arange(i, i + w.numel(), device=w.device, dtype=torch.int64) % 1_000_003 + 1
+            plain = (plain + int(w.sum())) & (2**64 - 1)
+            weighted = (weighted + int((w * pos).sum())) & (2**64 - 1)
+        prints.append(f"{v.dtype}:{list(v.shape)}:{plain:016x}:{weighted:016x}")
+    return prints
+
+
+def sample_pairs(cand: list[Any], ref: list[Any], seed: int, k: int) -> tuple[list[Any], list[Any]]:
+    """Host copies of both outputs at up to ``k`` positions per tensor drawn from ``seed`` (None where the
+    pair cannot be sampled: not two same-shape tensors)."""
+    gen = torch.Generator().manual_seed(seed)
+    cs, rs = [], []
+    for c, r in zip(cand, ref, strict=False):
+        if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)) or c.shape != r.shape or not r.numel():
+            cs.append(None)
+            rs.append(None)
+            continue
+        idx = torch.randint(0, r.numel(), (min(k, r.numel()),), generator=gen).to(r.device)
+        cs.append(c.detach().reshape(-1)[idx].to("cpu", copy=True))
+        rs.append(r.detach().reshape(-1)[idx].to("cpu", copy=True))
+    return cs, rs
+
+
+def subsample(value: Any, k: int = 1 << 22) -> Any:
+    """A strided subsample of a large tensor (for the advisory degenerate-task checks on kept outputs)."""
+    if isinstance(value, torch.Tensor) and value.numel() > k:
+        flat = value.detach().reshape(-1)
+        return flat[:: -(-flat.numel() // k)].clone()
+    return value

@@ -41,6 +41,11 @@ class TrialResult(BaseModel):
     mismatched: int | None = Field(default=None, description="Elements outside tolerance (NaN counts).")
     numel: int | None = None
     error: str | None = Field(default=None, description="Shape/dtype/type mismatch or another reason it failed.")
+    compared_in: Literal["evaluator", "worker"] = Field(
+        default="evaluator",
+        description="evaluator: the values were shipped and compared by the evaluator; worker: too large to ship, "
+        "compared on the device in the worker and spot-checked by the evaluator.",
+    )
 
 
 class TimingStats(BaseModel):
@@ -108,6 +113,9 @@ class StageDurations(BaseModel):
     load_s: float = 0.0
     correctness_s: float = 0.0
     timing_s: float = 0.0
+    device_wait_s: float = Field(
+        default=0.0, description="Time waiting for the device while other evaluations shared it (executors)."
+    )
     total_s: float = 0.0
 
 

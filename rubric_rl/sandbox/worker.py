@@ -98,6 +98,9 @@ class Worker:
         self.audit = AuditGuard(os.getcwd(), [str(self.cfg.cache_dir)])
         self.stage = "setup"
         self.extensions: list[dict[str, Any]] = []
+        # Reference outputs too large to ship (see SandboxConfig.ship_outputs_max_mb), by trial index, with
+        # the fingerprint they had before the candidate was imported.
+        self.kept_refs: dict[int, tuple[list[Any], list[str]]] = {}
 
     # ---- the evaluator's load_inline -------------------------------------------------------------------------
     def _load_inline(self, *args: Any, **kwargs: Any) -> Any:
@@ -156,8 +159,17 @@ class Worker:
         except Exception as e:
             raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
         if self.mode == "baseline":
+            self.stage = "compile"
+            compiled = (
+                self._compile_reference(reference, ref_model, init_inputs, rearm=False)
+                if self.cfg.compile_baseline
+                else (None, {})
+            )
+            self.chan.send("warm", {})  # the evaluator answers when the device is ours alone
+            if self.chan.recv().type != "time":
+                return
             self.stage = "timing"
-            self._timing(reference, ref_model, None, init_inputs, take_snapshot=None)
+            self._timing(reference, ref_model, None, init_inputs, take_snapshot=None, compiled=compiled)
             self.chan.send("done", {})
             return
         trials = self._reference_trials(reference, ref_model)
@@ -207,6 +219,12 @@ class Worker:
 
         self.stage = "correctness"
         self._correctness(new_model, trials)
+        from rubric_rl.sandbox.inputs import poison
+
+        for refs, _ in self.kept_refs.values():  # timing needs the memory; nothing may find them later
+            poison(refs)
+        self.kept_refs.clear()
+        trials.clear()
         self.chan.send("trials_done", {"integrity": compare(snapshot), "audit": list(self.audit.violations)})
         if self.chan.recv().type != "time":
             return
@@ -264,13 +282,17 @@ class Worker:
 
     def _reference_trials(self, reference: types.ModuleType, ref_model: Any) -> list[dict[str, Any]]:
         """Reference outputs for every trial: sent to the evaluator, then poisoned, before the candidate loads."""
+        from rubric_rl.sandbox.correctness import degenerate_task_flags
         from rubric_rl.sandbox.inputs import (
             clone_inputs,
             describe,
+            fingerprint,
             flatten_outputs,
             make_inputs,
+            nbytes,
             poison,
             same_bits,
+            subsample,
             to_host,
         )
 
@@ -278,6 +300,7 @@ class Worker:
         trials: list[dict[str, Any]] = []
         meta: list[dict[str, Any]] = []
         payload: list[list[Any]] = []
+        kept_task_samples: list[list[Any]] = []
         for index, (distribution, seed) in enumerate(self._trial_plan()):
             try:
                 inputs = make_inputs(
@@ -304,13 +327,30 @@ class Worker:
             skip = distribution != "task" and not finite
             if skip:
                 entry["skipped"] = "the reference is not finite on these inputs"
+            keep = not skip and nbytes(out) > self.cfg.ship_outputs_max_mb * 2**20
+            entry["on_device"] = keep
             meta.append(entry)
-            payload.append([] if skip else [to_host(o) if isinstance(o, torch.Tensor) else None for o in out])
-            poison(out)
+            if keep:  # compared here, on the device; the evaluator spot-checks (see _correctness)
+                self.kept_refs[index] = (out, fingerprint(out))
+                if distribution == "task":
+                    kept_task_samples.append([subsample(o) for o in out])
+                payload.append([])
+            else:
+                payload.append([] if skip else [to_host(o) if isinstance(o, torch.Tensor) else None for o in out])
+                poison(out)
             del out, x
             if not skip:
-                trials.append({"index": index, "inputs": inputs, "mutates": entry["mutates_inputs"]})
-        self.chan.send("reference", {"trials": meta}, pack_tensors(payload))
+                trials.append(
+                    {
+                        "index": index,
+                        "inputs": inputs,
+                        "mutates": entry["mutates_inputs"],
+                        "distribution": distribution,
+                        "seed": seed,
+                    }
+                )
+        flags = degenerate_task_flags(kept_task_samples, self.cfg) if kept_task_samples else []
+        self.chan.send("reference", {"trials": meta, "kept_task_flags": flags}, pack_tensors(payload))
         del payload
         self.backend.poison_free_memory()
         return trials
@@ -351,7 +391,10 @@ class Worker:
                 "downcasts": dict(guard.recorder.downcasts),
                 "guard_escaped": guard.escaped,
             }
-            host = [to_host(o) for o in out]
+            if trial["index"] in self.kept_refs:
+                host = self._compare_kept(trial, out, body)
+            else:
+                host = [to_host(o) for o in out]
             self.chan.send("trial", body, pack_tensors(host))
             poison(
                 [
@@ -362,6 +405,66 @@ class Worker:
             )
             del out, x, host
 
+    def _compare_kept(self, trial: dict[str, Any], out: list[Any], body: dict[str, Any]) -> list[Any]:
+        """Compare with a reference output kept on the device; returns the spot-check sample to send.
+
+        The evaluator draws the sample's positions only now that the candidate's output exists, and checks
+        the sampled values itself; the fingerprint says whether the kept reference changed since before the
+        candidate was imported."""
+        from rubric_rl.sandbox.correctness import compare_outputs
+        from rubric_rl.sandbox.inputs import describe, fingerprint, sample_pairs
+
+        refs, printed = self.kept_refs[trial["index"]]
+        result = compare_outputs(
+            body["outputs"],
+            out,
+            [describe(r) for r in refs],
+            refs,
+            self.cfg,
+            index=trial["index"],
+            distribution=trial["distribution"],
+            seed=trial["seed"],
+        )
+        body["device_result"] = result.model_dump(mode="json")
+        body["reference_intact"] = fingerprint(refs) == printed
+        self.chan.send("sample_request", {"index": trial["index"]})
+        reply = self.chan.recv()
+        if reply.type != "sample":
+            raise CandidateError("correctness", f"expected a sample seed, got {reply.type!r}")
+        cs, rs = sample_pairs(out, refs, int(reply.body["seed"]), int(reply.body["k"]))
+        return cs + rs
+
+    def _compile_reference(
+        self, reference: types.ModuleType, ref_model: Any, init_inputs: list[Any], *, rearm: bool
+    ) -> tuple[Any | None, dict[str, Any]]:
+        """torch.compile of the reference, warmed up on one input: (compiled model or None, info)."""
+        from rubric_rl.sandbox.inputs import make_inputs
+
+        torch = self.torch
+        info: dict[str, Any] = {}
+        self.audit.armed = False  # torch.compile spawns compiler processes and writes its cache: ours
+        try:
+            self.backend.seed(self.cfg.seed)
+            compiled = torch.compile(reference.Model(*init_inputs).to(self.device), mode=self.cfg.compile_mode)
+            self._load_matching_state(ref_model, compiled)
+            warm = make_inputs(
+                reference,
+                seed=self.cfg.seed + 5000,
+                device=self.device,
+                distribution="task",
+                backend_seed=self.backend.seed,
+            )
+            started = time.monotonic()
+            compiled(*warm)
+            self.backend.synchronize()
+            info["warmup_s"] = time.monotonic() - started
+            return compiled, info
+        except Exception as e:  # the baseline failing is not the candidate's fault: recorded, not fatal
+            info["error"] = _digest_exception(e)
+            return None, info
+        finally:
+            self.audit.armed = rearm
+
     def _timing(
         self,
         reference: types.ModuleType,
@@ -370,39 +473,35 @@ class Worker:
         init_inputs: list[Any],
         *,
         take_snapshot: Any | None,
+        compiled: tuple[Any | None, dict[str, Any]] | None = None,
     ) -> None:
-        """Time eager, compile and (unless measuring a task baseline) the candidate."""
-        from rubric_rl.sandbox.inputs import clone_inputs, flatten_outputs, make_inputs, poison, to_host
+        """Time eager, compile and (unless measuring a task baseline) the candidate.
+
+        ``compiled``: the compile baseline already warmed up (baseline mode); else it is compiled here
+        unless the task's baseline is reused."""
+        from rubric_rl.sandbox.correctness import compare_outputs
+        from rubric_rl.sandbox.inputs import (
+            clone_inputs,
+            describe,
+            flatten_outputs,
+            make_inputs,
+            nbytes,
+            poison,
+            to_host,
+        )
         from rubric_rl.sandbox.integrity import compare
         from rubric_rl.sandbox.timing import choose_checked_rounds, run_rounds
 
-        torch = self.torch
         models: dict[str, Any] = {"eager": ref_model}
         if new_model is not None:
             models["candidate"] = new_model
+        if compiled is None and self.cfg.compile_baseline and not self.reuse_compile:
+            compiled = self._compile_reference(reference, ref_model, init_inputs, rearm=new_model is not None)
         compile_info: dict[str, Any] = {}
-        if self.cfg.compile_baseline and not self.reuse_compile:
-            self.audit.armed = False  # torch.compile spawns compiler processes and writes its cache: ours
-            try:
-                self.backend.seed(self.cfg.seed)
-                compiled = torch.compile(reference.Model(*init_inputs).to(self.device), mode=self.cfg.compile_mode)
-                self._load_matching_state(ref_model, compiled)
-                warm = make_inputs(
-                    reference,
-                    seed=self.cfg.seed + 5000,
-                    device=self.device,
-                    distribution="task",
-                    backend_seed=self.backend.seed,
-                )
-                started = time.monotonic()
-                compiled(*warm)
-                self.backend.synchronize()
-                compile_info["warmup_s"] = time.monotonic() - started
-                models["compile"] = compiled
-            except Exception as e:  # the baseline failing is not the candidate's fault: recorded, not fatal
-                compile_info["error"] = _digest_exception(e)
-            finally:
-                self.audit.armed = new_model is not None
+        if compiled is not None:
+            compiled_model, compile_info = compiled
+            if compiled_model is not None:
+                models["compile"] = compiled_model
         snapshot = take_snapshot() if take_snapshot else None  # re-baseline: what torch.compile changed is ours
 
         timing_seed = self.cfg.seed + 10_000
@@ -422,8 +521,23 @@ class Worker:
         def on_checked(r: int, outputs: dict[str, Any]) -> None:
             cand = flatten_outputs(outputs["candidate"])
             eager = flatten_outputs(outputs["eager"])
-            checked_meta.append({"round": r, "seed": timing_seed + r})
-            checked_payload.append([[to_host(o) for o in eager], [to_host(o) for o in cand]])
+            entry: dict[str, Any] = {"round": r, "seed": timing_seed + r}
+            if nbytes(eager) > self.cfg.ship_outputs_max_mb * 2**20:  # too large to ship: compared here
+                result = compare_outputs(
+                    [describe(o) for o in cand],
+                    cand,
+                    [describe(o) for o in eager],
+                    eager,
+                    self.cfg,
+                    index=-1,
+                    distribution="timed",
+                    seed=timing_seed + r,
+                )
+                entry["device_result"] = result.model_dump(mode="json")
+                checked_payload.append([[], []])
+            else:
+                checked_payload.append([[to_host(o) for o in eager], [to_host(o) for o in cand]])
+            checked_meta.append(entry)
 
         def release(outputs: dict[str, Any]) -> None:
             for out in outputs.values():

@@ -2,12 +2,15 @@
 
 import asyncio
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.batch import BatchInputError, load_done, read_candidates, run_batch
+from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.executors import ExecutorConfig, make_executor
 from rubric_rl.tasks import load_tasks
 
@@ -68,6 +71,52 @@ def test_one_executor_serves_several_event_loops(sandbox, example_tasks, example
         assert asyncio.run(batch()) == asyncio.run(batch()) == ["correct", "incorrect"]
     finally:
         asyncio.run(ex.close())
+
+
+class _RecordingGate(DeviceGate):
+    """A DeviceGate that records when each hold began and ended."""
+
+    def __init__(self) -> None:
+        super().__init__("recording")
+        self.intervals: list[tuple[str, float, float]] = []
+        self._open: dict[tuple[int, str], float] = {}
+
+    def acquire(self, mode):
+        waited = super().acquire(mode)
+        self._open[(threading.get_ident(), mode)] = time.monotonic()
+        return waited
+
+    def release(self, mode):
+        began = self._open.pop((threading.get_ident(), mode))
+        self.intervals.append((mode, began, time.monotonic()))
+        super().release(mode)
+
+
+def test_two_slots_share_the_device_but_time_alone(sandbox, example_tasks, example_rows):
+    from rubric_rl.sandbox.executors.local import LocalExecutor
+
+    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=2, cpu_slots=2))
+    gate = ex._gates["cpu"] = _RecordingGate()
+    task = example_tasks["T-1"]
+    codes = [r.code for r in example_rows] + [r.code for r in example_rows if r.candidate_id.endswith("/correct")]
+
+    async def batch():
+        try:
+            return await asyncio.gather(*(ex.evaluate(task, code) for code in codes)), ex.stats()
+        finally:
+            await ex.close()
+
+    verdicts, stats = asyncio.run(batch())
+    assert [v.status for v in verdicts] == ["compile_error", "correct", "incorrect", "correct"]
+    timed = [m for m, _, _ in gate.intervals if m == "exclusive"]
+    assert len(timed) == 2 + stats["baselines"]["measured"]  # each timed candidate and each baseline, alone
+    for mode, began, ended in gate.intervals:
+        if mode != "exclusive":
+            continue
+        overlapping = [iv for iv in gate.intervals if iv[1] < ended and iv[2] > began and iv != (mode, began, ended)]
+        assert overlapping == [], "another evaluation held the device while one was timed"
+    assert all(v.durations.device_wait_s >= 0 for v in verdicts)
+    assert stats["gates"]["cpu"]["shared_acquired"] >= 3
 
 
 def test_verify_batch_resumes_without_redoing_or_losing(tmp_path, sandbox, example_tasks, example_rows):

@@ -40,7 +40,15 @@ class ExecutorConfig(BaseModel):
         description="Concurrent builds (each takes one core; bounded by cores and memory).",
     )
     devices: list[int] | None = Field(default=None, description="GPU indices to execute on; None: all visible.")
-    cpu_slots: int = Field(default=1, ge=1, description="Concurrent execution workers on the cpu backend.")
+    slots_per_gpu: int = Field(
+        default=2,
+        ge=1,
+        description="Execution workers per GPU: their correctness checks overlap, timings take turns "
+        "(a DeviceGate per GPU); GPU memory is divided among them.",
+    )
+    cpu_slots: int = Field(
+        default=1, ge=1, description="Execution workers on the cpu backend (one gate: timings take turns)."
+    )
     max_pending: int = Field(default=1024, ge=1, description="Candidates accepted before evaluate() waits.")
     prebuild: bool = Field(default=True, description="Capture and build on build workers before execution.")
     prewarm: bool = Field(default=True, description="Keep one started worker per execution slot (torch imported).")

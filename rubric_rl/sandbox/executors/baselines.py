@@ -51,6 +51,10 @@ class BaselineStore:
         self.reused = 0
         self.failed = 0
 
+    def measured_baselines(self) -> list[TaskBaseline]:
+        """The baselines held in memory (measured or loaded by this store)."""
+        return [b for b in self._memory.values() if b is not None]
+
     def _path(self, key: str) -> Path:
         return self.root / f"{key}.json"
 

@@ -1,11 +1,13 @@
-"""The local executor: build workers on this machine's cores feeding one execution worker per GPU.
+"""The local executor: build workers on this machine's cores feeding execution workers on each GPU.
 
 A candidate's way through it: wait for a place in the bounded queue (back-pressure: ``evaluate`` waits when
 ``max_pending`` candidates are in flight); capture and build its extensions on a build worker (a thread
-driving compiler processes, ``build_workers`` at a time); get its task's baseline (measured once per task);
-take an execution slot (one per GPU, since timing needs the GPU to itself) and a warm worker process; run.
-Every evaluation is a fresh worker process, so a crash or a sticky CUDA error ends with that process: the
-slot's next worker is a new one (and was started ahead, while the previous candidate ran).
+driving compiler processes, ``build_workers`` at a time) while its task's baseline is measured (once per
+task, beside the builds); take an execution slot and a warm worker process; run. Each GPU has
+``slots_per_gpu`` slots and one ``DeviceGate``: correctness checks of its slots overlap, timing holds the
+GPU alone (see ``device_gate``). Every evaluation is a fresh worker process, so a crash or a sticky CUDA
+error ends with that process: the slot's next worker is a new one (and was started ahead, while the
+previous candidate ran).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
 from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
@@ -53,6 +56,13 @@ def visible_gpus() -> list[dict[str, str]]:
         if len(parts) == 3:
             gpus.append({"index": parts[0], "name": parts[1], "arch": parts[2]})
     return gpus
+
+
+def out_of_device_memory(verdict: Verdict) -> bool:
+    """The candidate failed because the GPU ran out of memory (CUDA's allocator or torch's limit)."""
+    return verdict.status == "runtime_error" and any(
+        "OutOfMemoryError" in e or "CUDA out of memory" in e for e in verdict.errors
+    )
 
 
 class _WarmWorkers:
@@ -93,12 +103,8 @@ class _WarmWorkers:
 
 class LocalExecutor(Executor):
     def __init__(self, sandbox: SandboxConfig, config: ExecutorConfig | None = None) -> None:
-        self.sandbox = sandbox
         self.config = config or ExecutorConfig()
-        self.builder = Builder(
-            sandbox.cache_dir, timeout_s=sandbox.build_timeout_s, jobs=sandbox.build_jobs, use_pch=sandbox.use_pch
-        )
-        self.evaluator = Evaluator(sandbox, builder=self.builder)
+        self._alone_config: SandboxConfig | None = None  # the full-memory config, where memory is divided
         if sandbox.backend == "cuda":
             gpus = visible_gpus()
             wanted = self.config.devices
@@ -106,22 +112,43 @@ class LocalExecutor(Executor):
             if not self._gpus and wanted is None:
                 # No nvidia-smi: trust CUDA_VISIBLE_DEVICES order and let each worker find its device.
                 self._gpus = [{"index": "0", "name": "cuda", "arch": sandbox.arch or ""}]
-            self._slots = [g["index"] for g in self._gpus]
+            devices = [g["index"] for g in self._gpus]
+            per_device = self.config.slots_per_gpu
             self.arch = sandbox.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
             self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
+            # Workers of one GPU share its memory: the slots' workers and one baseline worker at a time. One that
+            # runs out of it is evaluated again alone, with all of it (see evaluate).
+            sharing = per_device + 1 if self.config.reuse_baselines else per_device
+            if sharing > 1:
+                self._alone_config = sandbox
+                sandbox = sandbox.model_copy(update={"gpu_memory_fraction": sandbox.gpu_memory_fraction / sharing})
         else:
             self._gpus = []
-            self._slots = [f"cpu{i}" for i in range(self.config.cpu_slots)]
+            devices = ["cpu"]
+            per_device = self.config.cpu_slots
             self.arch = None
             self.device_name = platform.processor() or platform.machine()
+        self.sandbox = sandbox
+        self.builder = Builder(
+            sandbox.cache_dir, timeout_s=sandbox.build_timeout_s, jobs=sandbox.build_jobs, use_pch=sandbox.use_pch
+        )
+        self.evaluator = Evaluator(sandbox, builder=self.builder)
+        self._gates = {d: DeviceGate(f"device {d}") for d in devices}
+        self._slot_device = {f"{d}.{k}": d for d in devices for k in range(per_device)}
+        # Slots in round-robin order over devices, so that a half-busy executor spreads over all GPUs.
+        self._slots = [f"{d}.{k}" for k in range(per_device) for d in devices]
         self._build_pool = ThreadPoolExecutor(self.config.build_workers, thread_name_prefix="build")
         self._exec_pool = ThreadPoolExecutor(len(self._slots), thread_name_prefix="exec")
+        self._baseline_pool = ThreadPoolExecutor(len(devices), thread_name_prefix="baseline")
+        self._baseline_devices: asyncio.Queue[str] | None = None
+        self._devices = devices
         self._warm = _WarmWorkers(sandbox, self.config.prewarm)
         self._free: asyncio.Queue[str] | None = None
         self._pending: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
+        self.memory_retries = 0
         self.started = time.monotonic()
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
@@ -139,21 +166,29 @@ class LocalExecutor(Executor):
             for slot in self._slots:
                 self._free.put_nowait(slot)
             self._pending = asyncio.Semaphore(self.config.max_pending)
+            self._baseline_devices = asyncio.Queue()
+            for device in self._devices:
+                self._baseline_devices.put_nowait(device)
         return self._free, self._pending
 
-    def _cuda_env(self, slot: str) -> str | None:
-        return slot if self.sandbox.backend == "cuda" else None
+    def _cuda_env(self, device: str) -> str | None:
+        return device if self.sandbox.backend == "cuda" else None
 
     async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         free, pending = self._queues()
         started = time.monotonic()
         async with pending:
             loop = asyncio.get_running_loop()
-            if self.config.prebuild:
-                await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
-            baseline = (
-                await self._baseline(task) if self.config.reuse_baselines and self.sandbox.measure_performance else None
-            )
+            wants_baseline = self.config.reuse_baselines and self.sandbox.measure_performance
+            # The baseline needs no build: it is measured while the candidate compiles.
+            measuring = asyncio.ensure_future(self._baseline(task)) if wants_baseline else None
+            try:
+                if self.config.prebuild:
+                    await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
+                baseline = await measuring if measuring is not None else None
+            finally:
+                if measuring is not None and not measuring.done():
+                    measuring.cancel()
             slot = await free.get()
             try:
                 evaluator = self.evaluator
@@ -165,18 +200,29 @@ class LocalExecutor(Executor):
                         evaluator = Evaluator(
                             self.sandbox.model_copy(update={"run_timeout_s": remaining}), builder=self.builder
                         )
-                worker = self._warm.take(slot, self._cuda_env(slot))
-                verdict = await loop.run_in_executor(
-                    self._exec_pool,
-                    lambda: evaluator.evaluate(
+                device = self._slot_device[slot]
+
+                def run(evaluator: Evaluator, alone: bool) -> Verdict:
+                    return evaluator.evaluate(
                         task.code,
                         program,
                         task_id=task.id,
                         baseline=baseline,
-                        cuda_visible_devices=self._cuda_env(slot),
-                        worker=worker,
-                    ),
-                )
+                        cuda_visible_devices=self._cuda_env(device),
+                        worker=self._warm.take(slot, self._cuda_env(device)),
+                        gate=self._gates[device],
+                        alone=alone,
+                    )
+
+                verdict = await loop.run_in_executor(self._exec_pool, run, evaluator, False)
+                if self._alone_config is not None and out_of_device_memory(verdict):
+                    # Its share of a divided GPU was too small: that is ours to fix, not the candidate's fault.
+                    self.memory_retries += 1
+                    alone = Evaluator(
+                        self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
+                        builder=self.builder,
+                    )
+                    verdict = await loop.run_in_executor(self._exec_pool, run, alone, True)
             finally:
                 free.put_nowait(slot)
         self.evaluations += 1
@@ -186,18 +232,22 @@ class LocalExecutor(Executor):
         import torch
 
         key = baseline_key(task.code, self.sandbox, self.device_name, torch.__version__)
-        free, _ = self._queues()
+        self._queues()
+        devices = self._baseline_devices
+        assert devices is not None
         loop = asyncio.get_running_loop()
 
         async def measure() -> TaskBaseline:
-            slot = await free.get()
+            device = await devices.get()  # one baseline at a time per device (they share its memory)
             try:
                 return await loop.run_in_executor(
-                    self._exec_pool,
-                    lambda: self.evaluator.measure_baseline(task.code, cuda_visible_devices=self._cuda_env(slot)),
+                    self._baseline_pool,
+                    lambda: self.evaluator.measure_baseline(
+                        task.code, cuda_visible_devices=self._cuda_env(device), gate=self._gates[device]
+                    ),
                 )
             finally:
-                free.put_nowait(slot)
+                devices.put_nowait(device)
 
         return await self.baselines.get_or_measure(key, measure)
 
@@ -211,7 +261,9 @@ class LocalExecutor(Executor):
                 "reused": self.baselines.reused,
                 "failed": self.baselines.failed,
             },
+            "memory_retries": self.memory_retries,
             "slots": self._slots,
+            "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.config.build_workers,
             "elapsed_s": round(time.monotonic() - self.started, 3),
         }
@@ -220,3 +272,4 @@ class LocalExecutor(Executor):
         self._warm.close()
         self._build_pool.shutdown(wait=False, cancel_futures=True)
         self._exec_pool.shutdown(wait=False, cancel_futures=True)
+        self._baseline_pool.shutdown(wait=False, cancel_futures=True)

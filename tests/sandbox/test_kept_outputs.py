@@ -1,0 +1,116 @@
+"""Outputs too large to ship: compared on the device in the worker, fingerprinted, and spot-checked.
+
+KernelBench Level 1 has 6 GB outputs (ReLU on 4096 x 393216); copying seven trials of them to the evaluator
+overran the worker's host memory limit and honest candidates ended as runtime errors.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rubric_rl.sandbox import Evaluator, SandboxConfig, correctness
+from rubric_rl.sandbox.config import Tolerance
+from rubric_rl.sandbox.evaluate import _Run
+from rubric_rl.sandbox.inputs import fingerprint, sample_pairs, subsample
+from rubric_rl.sandbox.verdict import TrialResult
+
+TINY_MB = 1e-6  # every trial's outputs are "too large": the whole kept path runs on the small example
+
+
+def test_fingerprint_sees_a_changed_and_a_moved_word():
+    x = torch.randn(1000)
+    before = fingerprint([x])
+    y = x.clone()
+    y[500] += 1e-3
+    assert fingerprint([y]) != before
+    swapped = x.clone()
+    swapped[[3, 700]] = swapped[[700, 3]]
+    assert fingerprint([swapped]) != before
+    assert fingerprint([x.clone()]) == before
+    assert fingerprint([torch.arange(7, dtype=torch.uint8)]) != fingerprint([torch.arange(7, dtype=torch.uint8) + 1])
+
+
+def test_samples_take_the_same_positions_of_both_outputs():
+    r = torch.arange(10_000, dtype=torch.float32).reshape(100, 100)
+    cs, rs = sample_pairs([r.clone()], [r], seed=7, k=256)
+    assert torch.equal(cs[0], rs[0]) and cs[0].numel() == 256
+    cs2, _ = sample_pairs([r.clone()], [r], seed=8, k=256)
+    assert not torch.equal(cs[0], cs2[0])  # positions follow the evaluator's seed
+    assert sample_pairs([torch.zeros(3)], [r], seed=1, k=4) == ([None], [None])  # shapes differ: nothing to sample
+    assert subsample(torch.arange(100), k=10).numel() == 10
+
+
+def test_chunked_comparison_matches_the_whole_tensor_one(monkeypatch):
+    gen = torch.Generator().manual_seed(0)
+    r = torch.randn(10_001, generator=gen)
+    c = r + 1e-7 * torch.randn(10_001, generator=gen)
+    c[17], c[9000], c[5] = 5.0, float("nan"), float("inf")
+    tol = Tolerance(atol=1e-2, rtol=1e-2)
+    whole = correctness.compare_tensor(c, r, tol, 0.01)
+    monkeypatch.setattr(correctness, "_CHUNK", 97)
+    assert correctness.compare_tensor(c, r, tol, 0.01) == whole
+    assert whole[0] == 3
+
+
+@pytest.fixture(scope="module")
+def kept(build_cache: Path) -> Evaluator:
+    return Evaluator(
+        SandboxConfig(
+            backend="cpu",
+            cache_dir=build_cache,
+            perf_trials=10,
+            warmup_trials=1,
+            compile_baseline=False,
+            checked_timed_outputs=2,
+            ship_outputs_max_mb=TINY_MB,
+        )
+    )
+
+
+@pytest.mark.slow
+def test_kept_outputs_still_tell_correct_from_wrong(kept, examples_dir):
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    good = kept.evaluate(reference, (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text())
+    assert good.status == "correct", good.errors
+    assert good.trials and all(t.compared_in == "worker" and t.passed for t in good.trials)
+    assert {t.distribution for t in good.trials} == {"task", "signed", "heavy_tailed", "timed"}
+    bad = kept.evaluate(reference, (examples_dir / "fused_add_relu" / "candidate_wrong.py").read_text())
+    assert bad.status == "incorrect"
+    assert bad.trials[0].compared_in == "worker" and bad.trials[0].mismatched > 0
+
+
+def _forged(passed: bool = True) -> dict:
+    return TrialResult(index=0, distribution="task", seed=1, passed=passed, mismatched=0, numel=100).model_dump()
+
+
+def _kept_trial(body: dict, values: list):
+    cfg = SandboxConfig(backend="cpu")
+    run = _Run(config=cfg, candidate="")
+    ref = {"distribution": "task", "seed": 42, "on_device": True}
+    result = Evaluator(cfg)._kept_trial(run, body, values, ref, 0)
+    return result, [f.rule for f in run.findings]
+
+
+def test_a_worker_result_contradicted_by_the_spot_check_fails():
+    # A subverted comparison in the worker claims a pass; the evaluator's own look at sampled positions disagrees.
+    r = torch.randn(64)
+    result, rules = _kept_trial({"device_result": _forged(), "reference_intact": True}, [r + 1.0, r])
+    assert not result.passed and "protocol.comparison_mismatch" in rules
+    honest, rules = _kept_trial({"device_result": _forged(), "reference_intact": True}, [r.clone(), r])
+    assert honest.passed and honest.compared_in == "worker" and honest.seed == 42 and rules == []
+
+
+def test_a_changed_kept_reference_is_tampering():
+    r = torch.randn(8)
+    result, rules = _kept_trial({"device_result": _forged(), "reference_intact": False}, [r, r])
+    assert not result.passed and rules == ["protocol.tampering"]
+
+
+def test_a_kept_trial_without_its_result_breaks_the_protocol():
+    from rubric_rl.sandbox.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError):
+        _kept_trial({"reference_intact": True}, [])
+    with pytest.raises(ProtocolError):
+        _kept_trial({"device_result": {"passed": "maybe"}, "reference_intact": True}, [])
