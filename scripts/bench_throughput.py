@@ -120,8 +120,10 @@ async def run_executor(ex: LocalExecutor, items: list[tuple]) -> tuple[list, flo
         d = v.durations
         print(
             f"  +{time.monotonic() - started:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
-            f"correctness {d.correctness_s:.1f}s timing {d.timing_s:.1f}s waited {d.device_wait_s:.1f}s "
-            f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}",
+            f"reference {d.reference_s:.1f}s load {d.load_s:.1f}s correctness {d.correctness_s:.1f}s "
+            f"timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s waited {d.device_wait_s:.1f}s "
+            f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}"
+            + (f" | {v.errors[0][:160]}" if v.status not in ("correct",) and v.errors else ""),
             flush=True,
         )
         return v

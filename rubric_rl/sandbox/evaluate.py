@@ -108,6 +108,7 @@ class _Run:
     seen_integrity: set[str] = field(default_factory=set)
     seen_audit: set[str] = field(default_factory=set)
     correctness_started: float = 0.0
+    stage_started: float = 0.0
 
     def add_finding(
         self,
@@ -356,6 +357,7 @@ class Evaluator:
                     },
                 )
                 run.stage = "setup"
+                run.stage_started = time.monotonic()
                 while True:
                     msg = chan.recv(deadline=deadline)
                     done, extra = self._handle(run, chan, msg, baseline, hold)
@@ -396,6 +398,7 @@ class Evaluator:
             run.env = body.get("env", {})
             run.stage = "reference"
         elif msg.type == "reference":
+            run.durations.reference_s = time.monotonic() - run.stage_started
             run.ref_meta = body["trials"]
             run.ref_values = unpack_tensors(msg.blob)
             shipped = [
@@ -445,11 +448,15 @@ class Evaluator:
             run.durations.device_wait_s += waited
             chan.send("time")
             run.stage = "timing"
+            run.stage_started = time.monotonic()
             return False, waited
         elif msg.type == "timing":
+            run.durations.timing_wall_s = time.monotonic() - run.stage_started
+            run.stage_started = time.monotonic()
             self._timing(run, body, unpack_tensors(msg.blob), baseline)
             run.stage = "profile"
         elif msg.type == "kernels":
+            run.durations.profile_s = time.monotonic() - run.stage_started
             self._kernels(run, body)
         elif msg.type == "done":
             self._audit(run, body)
@@ -608,6 +615,13 @@ class Evaluator:
         if body.get("guard_escaped"):
             run.add_finding(
                 "runtime.guard_escaped", "runtime", f"the op recorder was tampered with: {body['guard_escaped']}"
+            )
+        if body.get("inputs_intact") is False:
+            run.add_finding(
+                "protocol.tampering",
+                "protocol",
+                f"trial {index}: the inputs drawn again for the candidate differ from the reference's "
+                "(the random generator or get_inputs was tampered with)",
             )
         if body.get("mutated_inputs") and not ref.get("mutates_inputs"):
             run.add_finding(

@@ -108,11 +108,16 @@ class ExtensionBuild(BaseModel):
 
 
 class StageDurations(BaseModel):
+    """Seconds per stage, measured by the evaluator (wall clock) unless said otherwise."""
+
     static_s: float = 0.0
+    reference_s: float = Field(default=0.0, description="Worker setup and the reference's trials, to their arrival.")
     build_s: float = 0.0
     load_s: float = 0.0
     correctness_s: float = 0.0
-    timing_s: float = 0.0
+    timing_s: float = Field(default=0.0, description="Sum of the timed calls themselves (device time, all models).")
+    timing_wall_s: float = Field(default=0.0, description="The whole timing stage: inputs, warm-up, flushes, calls.")
+    profile_s: float = Field(default=0.0, description="The kernel profile of one forward (cuda).")
     device_wait_s: float = Field(
         default=0.0, description="Time waiting for the device while other evaluations shared it (executors)."
     )

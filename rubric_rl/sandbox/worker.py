@@ -5,7 +5,9 @@ the evaluator over those two pipes (``rubric_rl.sandbox.protocol``) and nothing 
 
 What it protects against: the candidate seeing the reference's results (they are computed, sent to the
 evaluator and poisoned before the candidate is imported; each model gets its own copy of the inputs);
-the candidate judging itself (outputs are compared by the evaluator, in another process); the candidate
+the candidate judging itself (outputs are compared by the evaluator, in another process; outputs too large
+to ship are compared here against fingerprinted kept references, and the evaluator spot-checks positions it
+draws after the output exists); the candidate
 building its own way (``load_inline`` is replaced: builds are requested from the evaluator, which owns the
 flags and the cache); in-process tampering (integrity snapshots, the audit hook, the dispatch-level op
 recorder). What it does not protect against: native code acting directly on the process or the machine. The
@@ -218,7 +220,7 @@ class Worker:
         )
 
         self.stage = "correctness"
-        self._correctness(new_model, trials)
+        self._correctness(reference, new_model, trials)
         from rubric_rl.sandbox.inputs import poison
 
         for refs, _ in self.kept_refs.values():  # timing needs the memory; nothing may find them later
@@ -281,7 +283,8 @@ class Worker:
         return plan
 
     def _reference_trials(self, reference: types.ModuleType, ref_model: Any) -> list[dict[str, Any]]:
-        """Reference outputs for every trial: sent to the evaluator, then poisoned, before the candidate loads."""
+        """Reference outputs for every trial: sent to the evaluator, then poisoned, before the candidate loads
+        (or, above ``ship_outputs_max_mb``, kept here with their fingerprint)."""
         from rubric_rl.sandbox.correctness import degenerate_task_flags
         from rubric_rl.sandbox.inputs import (
             clone_inputs,
@@ -335,7 +338,13 @@ class Worker:
                 if distribution == "task":
                     kept_task_samples.append([subsample(o) for o in out])
                 payload.append([])
+                # Inputs this large are drawn again for the candidate (and must come out the same) rather than
+                # held: seven trials of kept outputs and kept inputs do not fit on one GPU.
+                input_print: list[str] | None = fingerprint(inputs)
+                inputs = None
             else:
+                input_print = None
+            if not keep:
                 payload.append([] if skip else [to_host(o) if isinstance(o, torch.Tensor) else None for o in out])
                 poison(out)
             del out, x
@@ -347,6 +356,7 @@ class Worker:
                         "mutates": entry["mutates_inputs"],
                         "distribution": distribution,
                         "seed": seed,
+                        "input_print": input_print,
                     }
                 )
         flags = degenerate_task_flags(kept_task_samples, self.cfg) if kept_task_samples else []
@@ -355,13 +365,15 @@ class Worker:
         self.backend.poison_free_memory()
         return trials
 
-    def _correctness(self, new_model: Any, trials: list[dict[str, Any]]) -> None:
+    def _correctness(self, reference: types.ModuleType, new_model: Any, trials: list[dict[str, Any]]) -> None:
         from rubric_rl.sandbox.guard import GuardedCall
         from rubric_rl.sandbox.inputs import (
             aliases,
             clone_inputs,
             describe,
+            fingerprint,
             flatten_outputs,
+            make_inputs,
             poison,
             same_bits,
             storage_spans,
@@ -373,7 +385,19 @@ class Worker:
             list(new_model.parameters()) + list(new_model.buffers()) if isinstance(new_model, torch.nn.Module) else []
         )
         for trial in trials:
-            x = clone_inputs(trial["inputs"])
+            inputs_intact = None
+            if trial["inputs"] is None:  # drawn again (see _reference_trials); any change means tampering
+                trial_inputs = make_inputs(
+                    reference,
+                    seed=trial["seed"],
+                    device=self.device,
+                    distribution=trial["distribution"],
+                    backend_seed=self.backend.seed,
+                )
+                inputs_intact = fingerprint(trial_inputs) == trial["input_print"]
+            else:
+                trial_inputs = trial["inputs"]
+            x = clone_inputs(trial_inputs)
             spans_in = storage_spans(x)
             guard = GuardedCall()
             try:
@@ -386,7 +410,8 @@ class Worker:
                 "outputs": [describe(o) for o in out],
                 "aliases_input": [aliases(o, spans_in) for o in out],
                 "aliases_parameter": [aliases(o, storage_spans(params)) for o in out],
-                "mutated_inputs": not same_bits(x, trial["inputs"]),
+                "mutated_inputs": not same_bits(x, trial_inputs),
+                "inputs_intact": inputs_intact,
                 "ops": dict(guard.recorder.counts),
                 "downcasts": dict(guard.recorder.downcasts),
                 "guard_escaped": guard.escaped,

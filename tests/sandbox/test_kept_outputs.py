@@ -114,3 +114,20 @@ def test_a_kept_trial_without_its_result_breaks_the_protocol():
         _kept_trial({"reference_intact": True}, [])
     with pytest.raises(ProtocolError):
         _kept_trial({"device_result": {"passed": "maybe"}, "reference_intact": True}, [])
+
+
+def test_inputs_drawn_again_but_different_are_tampering():
+    cfg = SandboxConfig(backend="cpu")
+    run = _Run(config=cfg, candidate="")
+    run.ref_meta = [{"distribution": "task", "seed": 42, "on_device": True, "mutates_inputs": False, "outputs": []}]
+    r = torch.randn(8)
+    body = {
+        "index": 0,
+        "outputs": [],
+        "ops": {"empty_like": 1},
+        "device_result": _forged(),
+        "reference_intact": True,
+        "inputs_intact": False,
+    }
+    Evaluator(cfg)._trial(run, body, [r, r])
+    assert "protocol.tampering" in [f.rule for f in run.findings]
