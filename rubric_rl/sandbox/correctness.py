@@ -41,8 +41,8 @@ def compare_tensor(
     c_all, r_all = cand.reshape(-1), ref.reshape(-1)
     n = r_all.numel()
     if not (ref.is_floating_point() or ref.is_complex()):
-        bad = sum(int((c_all[i : i + _CHUNK] != r_all[i : i + _CHUNK]).sum()) for i in range(0, n, _CHUNK))
-        return bad, float(bad > 0), float(bad > 0)
+        differing = sum(int((c_all[i : i + _CHUNK] != r_all[i : i + _CHUNK]).sum()) for i in range(0, n, _CHUNK))
+        return differing, float(differing > 0), float(differing > 0)
     wide = torch.complex128 if ref.is_complex() else torch.float64
     atol = tol.atol
     if atol_scale is not None and n:

@@ -155,7 +155,8 @@ def sample_pairs(cand: list[Any], ref: list[Any], seed: int, k: int) -> tuple[li
     """Host copies of both outputs at up to ``k`` positions per tensor drawn from ``seed`` (None where the
     pair cannot be sampled: not two same-shape tensors)."""
     gen = torch.Generator().manual_seed(seed)
-    cs, rs = [], []
+    cs: list[Any] = []
+    rs: list[Any] = []
     for c, r in zip(cand, ref, strict=False):
         if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)) or c.shape != r.shape or not r.numel():
             cs.append(None)

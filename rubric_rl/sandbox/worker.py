@@ -341,18 +341,17 @@ class Worker:
                 # Inputs this large are drawn again for the candidate (and must come out the same) rather than
                 # held: seven trials of kept outputs and kept inputs do not fit on one GPU.
                 input_print: list[str] | None = fingerprint(inputs)
-                inputs = None
+                held: list[Any] | None = None
             else:
-                input_print = None
-            if not keep:
+                input_print, held = None, inputs
                 payload.append([] if skip else [to_host(o) if isinstance(o, torch.Tensor) else None for o in out])
                 poison(out)
-            del out, x
+            del out, x, inputs
             if not skip:
                 trials.append(
                     {
                         "index": index,
-                        "inputs": inputs,
+                        "inputs": held,
                         "mutates": entry["mutates_inputs"],
                         "distribution": distribution,
                         "seed": seed,
