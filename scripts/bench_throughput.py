@@ -111,12 +111,17 @@ def kernelbench_style(items: list[tuple], problems: Path) -> list[dict]:
     return results
 
 
-async def run_executor(ex: LocalExecutor, items: list[tuple]) -> tuple[list, float]:
-    """All candidates at once; a line per Verdict as it arrives (where the time goes, even if the run is cut)."""
+async def run_executor(ex: LocalExecutor, items: list[tuple], log: Path) -> tuple[list, float]:
+    """All candidates at once; a line per Verdict as it arrives, printed and appended to ``log`` (JSONL), so a
+    run cut short still says where the time went."""
     started = time.monotonic()
+    log.parent.mkdir(parents=True, exist_ok=True)
 
     async def one(name: str, task, program: str):
         v = await ex.evaluate(task, program)
+        with log.open("a") as f:
+            f.write(json.dumps({"candidate": name, "at_s": time.monotonic() - started, **v.model_dump(mode="json")}))
+            f.write("\n")
         d = v.durations
         print(
             f"  +{time.monotonic() - started:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
@@ -216,7 +221,8 @@ def main() -> None:
         for phase in ("b", "c"):
             if phase in skip:
                 continue
-            verdicts, wall = asyncio.run(run_executor(ex, items))
+            log = args.out.with_name(f"{args.out.stem}_{phase}_verdicts.jsonl")
+            verdicts, wall = asyncio.run(run_executor(ex, items, log))
             for (name, _, _), v in zip(items, verdicts, strict=True):
                 evaluations[name].append(v)
             if phase == "b":
