@@ -11,6 +11,9 @@ never starve behind a stream of correctness checks.
 
 What it does not do: it cannot stop a candidate's process from launching work outside its phase (a
 background thread that survived the guard); the runtime audit and the thread checks are what catch that.
+And a task baseline's start and torch.compile warm-up hold no gate (they are seconds of CPU work, then one
+forward): that forward, and the reference's setup, may overlap one round of another evaluation's timing,
+which the median over its rounds absorbs.
 """
 
 from __future__ import annotations

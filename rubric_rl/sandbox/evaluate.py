@@ -109,6 +109,8 @@ class _Run:
     seen_audit: set[str] = field(default_factory=set)
     correctness_started: float = 0.0
     stage_started: float = 0.0
+    baseline: TaskBaseline | None = None
+    await_baseline: Callable[[], TaskBaseline | None] | None = None
 
     def add_finding(
         self,
@@ -151,16 +153,21 @@ class Evaluator:
         *,
         task_id: str | None = None,
         baseline: TaskBaseline | None = None,
+        await_baseline: Callable[[], TaskBaseline | None] | None = None,
         cuda_visible_devices: str | None = None,
         worker: WorkerProcess | None = None,
         gate: DeviceGate | None = None,
         alone: bool = False,
     ) -> Verdict:
         """The Verdict of one candidate. ``worker``: an already started (warm) worker to use, else a new one.
-        ``gate``: the device's gate when other evaluations share it (held shared up to the end of the
-        correctness trials, exclusively for timing and profiling; ``alone``: exclusively throughout)."""
+
+        ``baseline``: the task's measured baseline (torch.compile is then not run again); ``await_baseline``:
+        one still being measured: the worker skips torch.compile, the correctness trials run meanwhile, and the
+        call blocks, holding no gate, just before timing. ``gate``: the device's gate when other evaluations
+        share it (held shared up to the end of the correctness trials, exclusively for timing and profiling;
+        ``alone``: exclusively throughout)."""
         started = time.monotonic()
-        run = _Run(config=self.config, candidate=candidate)
+        run = _Run(config=self.config, candidate=candidate, baseline=baseline, await_baseline=await_baseline)
         t0 = time.monotonic()
         try:
             ast.parse(candidate)
@@ -176,14 +183,13 @@ class Evaluator:
             self._run_worker(
                 run,
                 reference,
-                baseline,
                 worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices),
                 GateHold(gate, alone=alone),
             )
         elif worker is not None:
             worker.close()
         run.durations.total_s = time.monotonic() - started
-        return self._verdict(run, task_id, baseline)
+        return self._verdict(run, task_id)
 
     def _build_extension(
         self,
@@ -295,12 +301,18 @@ class Evaluator:
         )
 
     def measure_baseline(
-        self, reference: str, *, cuda_visible_devices: str | None = None, gate: DeviceGate | None = None
+        self,
+        reference: str,
+        *,
+        cuda_visible_devices: str | None = None,
+        gate: DeviceGate | None = None,
+        alone: bool = False,
     ) -> TaskBaseline:
         """Eager and torch.compile timings of a task, measured once and reused across its candidates.
 
-        With a ``gate``, the reference and torch.compile's warm-up (seconds of code generation) run beside
-        other evaluations; only the timing holds the device alone."""
+        With a ``gate``, the worker's start, the reference and torch.compile's warm-up (seconds of code
+        generation on the CPU, then one forward) hold no gate at all, so they never hold up another
+        evaluation's timing; the timing holds the device alone (``alone``: everything does)."""
         cfg = self.config
         started = time.monotonic()
 
@@ -311,11 +323,18 @@ class Evaluator:
             chan.send("time")
             return waited
 
-        with WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker, GateHold(gate) as hold:
+        with (
+            WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker,
+            GateHold(gate, alone=alone) as hold,
+        ):
             setup = {"config": cfg.model_dump(mode="json"), "reference": reference, "candidate": "", "mode": "baseline"}
             try:
                 messages = _conversation(
-                    worker, setup, cfg.run_timeout_s, on_message=on_message, before_setup=lambda: hold.to("shared")
+                    worker,
+                    setup,
+                    cfg.run_timeout_s,
+                    on_message=on_message,
+                    before_setup=lambda: hold.to("exclusive" if alone else None),
                 )
             except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
                 raise BaselineError(
@@ -337,15 +356,14 @@ class Evaluator:
         )
 
     # ---- the worker conversation ------------------------------------------------------------------------------
-    def _run_worker(
-        self, run: _Run, reference: str, baseline: TaskBaseline | None, worker: WorkerProcess, hold: GateHold
-    ) -> None:
+    def _run_worker(self, run: _Run, reference: str, worker: WorkerProcess, hold: GateHold) -> None:
         cfg = self.config
         with worker, hold:
             chan = worker.start()
             hold.to("shared")  # the worker touches the device only after setup
             deadline = time.monotonic() + cfg.run_timeout_s
-            reuse = baseline is not None and baseline.compile is not None and cfg.compile_baseline
+            known = run.baseline is not None and run.baseline.compile is not None
+            reuse = cfg.compile_baseline and (known or run.await_baseline is not None)
             try:
                 chan.send(
                     "setup",
@@ -360,7 +378,7 @@ class Evaluator:
                 run.stage_started = time.monotonic()
                 while True:
                     msg = chan.recv(deadline=deadline)
-                    done, extra = self._handle(run, chan, msg, baseline, hold)
+                    done, extra = self._handle(run, chan, msg, hold)
                     deadline += extra
                     if done:
                         return
@@ -388,9 +406,7 @@ class Evaluator:
                 run.runtime_failed = True
                 run.error(f"{run.stage}: {worker.describe_exit()}")
 
-    def _handle(
-        self, run: _Run, chan: Channel, msg: Message, baseline: TaskBaseline | None, hold: GateHold
-    ) -> tuple[bool, float]:
+    def _handle(self, run: _Run, chan: Channel, msg: Message, hold: GateHold) -> tuple[bool, float]:
         """Process one message; returns (finished, seconds to add to the deadline: builds and gate waits)."""
         cfg = self.config
         body = msg.body
@@ -444,7 +460,7 @@ class Evaluator:
             if not go:
                 chan.send("stop")
                 return True, 0.0
-            waited = hold.to("exclusive")
+            waited = self._settle_baseline(run, hold) + hold.to("exclusive")
             run.durations.device_wait_s += waited
             chan.send("time")
             run.stage = "timing"
@@ -453,7 +469,7 @@ class Evaluator:
         elif msg.type == "timing":
             run.durations.timing_wall_s = time.monotonic() - run.stage_started
             run.stage_started = time.monotonic()
-            self._timing(run, body, unpack_tensors(msg.blob), baseline)
+            self._timing(run, body, unpack_tensors(msg.blob))
             run.stage = "profile"
         elif msg.type == "kernels":
             run.durations.profile_s = time.monotonic() - run.stage_started
@@ -685,8 +701,20 @@ class Evaluator:
                 return result.model_copy(update={"passed": False, "error": f"spot check failed: {spot.error}"})
         return result
 
-    def _timing(self, run: _Run, body: dict[str, Any], checked: list[Any], baseline: TaskBaseline | None) -> None:
+    def _settle_baseline(self, run: _Run, hold: GateHold) -> float:
+        """Wait, holding no gate (its timing needs the device alone), for a baseline still being measured."""
+        if run.await_baseline is None:
+            return 0.0
+        hold.to(None)
+        started = time.monotonic()
+        run.baseline, run.await_baseline = run.await_baseline(), None
+        if run.baseline is None or run.baseline.compile is None:
+            run.error("the task's torch.compile baseline could not be measured: speedup over compile not reported")
+        return time.monotonic() - started
+
+    def _timing(self, run: _Run, body: dict[str, Any], checked: list[Any]) -> None:
         cfg = self.config
+        baseline = run.baseline
         times = body["times_ms"]
         compile_info = body.get("compile", {})
         timings = Timings(
@@ -734,7 +762,7 @@ class Evaluator:
         self._integrity(run, body)
 
     # ---- the Verdict ------------------------------------------------------------------------------------------
-    def _verdict(self, run: _Run, task_id: str | None, baseline: TaskBaseline | None) -> Verdict:
+    def _verdict(self, run: _Run, task_id: str | None) -> Verdict:
         if run.infra_error:
             status = "runtime_error"
         elif run.has_hack():

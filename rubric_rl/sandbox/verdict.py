@@ -119,7 +119,7 @@ class StageDurations(BaseModel):
     timing_wall_s: float = Field(default=0.0, description="The whole timing stage: inputs, warm-up, flushes, calls.")
     profile_s: float = Field(default=0.0, description="The kernel profile of one forward (cuda).")
     device_wait_s: float = Field(
-        default=0.0, description="Time waiting for the device while other evaluations shared it (executors)."
+        default=0.0, description="Time waiting for the shared device or for the task's baseline (executors)."
     )
     total_s: float = 0.0
 

@@ -208,3 +208,32 @@ def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_
         ex.shutdown_actors()
     finally:
         ray.shutdown()
+
+
+def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, examples_dir):
+    # The executor hands the evaluation a baseline that is still being measured: the worker must skip
+    # torch.compile, the correctness trials must not wait for it, and the timing must use it once it is there.
+    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox.evaluate import TaskBaseline
+    from rubric_rl.sandbox.timing import summarize
+
+    cfg = sandbox.model_copy(update={"compile_baseline": True})
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    baseline = TaskBaseline(eager=summarize([2.0, 2.0]), compile=summarize([1.0, 1.0]), compile_mode="default")
+    calls: list[float] = []
+
+    def await_baseline():
+        calls.append(time.monotonic())
+        time.sleep(0.5)
+        return baseline
+
+    v = Evaluator(cfg).evaluate(reference, program, await_baseline=await_baseline)
+    assert v.status == "correct", v.errors
+    assert len(calls) == 1 and v.durations.device_wait_s >= 0.5
+    assert v.timings.baseline_source == "reused" and v.timings.compile.median_ms == 1.0
+    assert v.speedup_compile is not None and v.timings.eager_drift is not None
+
+    missing = Evaluator(cfg).evaluate(reference, program, await_baseline=lambda: None)
+    assert missing.status == "correct" and missing.speedup_compile is None
+    assert any("baseline could not be measured" in e for e in missing.errors)

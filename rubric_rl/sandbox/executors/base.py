@@ -46,6 +46,12 @@ class ExecutorConfig(BaseModel):
         description="Execution workers per GPU: their correctness checks overlap, timings take turns "
         "(a DeviceGate per GPU); GPU memory is divided among them.",
     )
+    baseline_workers_per_gpu: int = Field(
+        default=2,
+        ge=1,
+        description="Task baselines measured at once per GPU (their start and torch.compile warm-up are CPU work "
+        "that holds no gate; their timings take turns with the candidates').",
+    )
     cpu_slots: int = Field(
         default=1, ge=1, description="Execution workers on the cpu backend (one gate: timings take turns)."
     )

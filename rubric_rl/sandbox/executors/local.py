@@ -25,7 +25,7 @@ from typing import Any
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.device_gate import DeviceGate
-from rubric_rl.sandbox.evaluate import Evaluator, TaskBaseline
+from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
 from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
 from rubric_rl.sandbox.process import WorkerProcess
@@ -118,7 +118,8 @@ class LocalExecutor(Executor):
             self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
             # Workers of one GPU share its memory: the slots' workers and one baseline worker at a time. One that
             # runs out of it is evaluated again alone, with all of it (see evaluate).
-            sharing = per_device + 1 if self.config.reuse_baselines else per_device
+            baseline_workers = self.config.baseline_workers_per_gpu if self.config.reuse_baselines else 0
+            sharing = per_device + baseline_workers
             if sharing > 1:
                 self._alone_config = sandbox
                 sandbox = sandbox.model_copy(update={"gpu_memory_fraction": sandbox.gpu_memory_fraction / sharing})
@@ -139,7 +140,8 @@ class LocalExecutor(Executor):
         self._slots = [f"{d}.{k}" for k in range(per_device) for d in devices]
         self._build_pool = ThreadPoolExecutor(self.config.build_workers, thread_name_prefix="build")
         self._exec_pool = ThreadPoolExecutor(len(self._slots), thread_name_prefix="exec")
-        self._baseline_pool = ThreadPoolExecutor(len(devices), thread_name_prefix="baseline")
+        self._baseline_workers = self.config.baseline_workers_per_gpu if sandbox.backend == "cuda" else 1
+        self._baseline_pool = ThreadPoolExecutor(len(devices) * self._baseline_workers, thread_name_prefix="baseline")
         self._baseline_devices: asyncio.Queue[str] | None = None
         self._devices = devices
         self._warm = _WarmWorkers(sandbox, self.config.prewarm)
@@ -167,8 +169,9 @@ class LocalExecutor(Executor):
                 self._free.put_nowait(slot)
             self._pending = asyncio.Semaphore(self.config.max_pending)
             self._baseline_devices = asyncio.Queue()
-            for device in self._devices:
-                self._baseline_devices.put_nowait(device)
+            for _ in range(self._baseline_workers):
+                for device in self._devices:
+                    self._baseline_devices.put_nowait(device)
         return self._free, self._pending
 
     def _cuda_env(self, device: str) -> str | None:
@@ -180,15 +183,24 @@ class LocalExecutor(Executor):
         async with pending:
             loop = asyncio.get_running_loop()
             wants_baseline = self.config.reuse_baselines and self.sandbox.measure_performance
-            # The baseline needs no build: it is measured while the candidate compiles.
+            # The baseline needs no build and the correctness trials need no baseline: it is measured while the
+            # candidate compiles and is checked, and awaited only before the candidate's timing.
             measuring = asyncio.ensure_future(self._baseline(task)) if wants_baseline else None
-            try:
-                if self.config.prebuild:
-                    await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
-                baseline = await measuring if measuring is not None else None
-            finally:
-                if measuring is not None and not measuring.done():
-                    measuring.cancel()
+            if self.config.prebuild:
+                await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
+            baseline: TaskBaseline | None = None
+            await_baseline = None
+            if measuring is not None and measuring.done():
+                baseline = measuring.result()
+            elif measuring is not None:
+                pending_baseline = measuring
+
+                async def settled() -> TaskBaseline | None:
+                    return await pending_baseline
+
+                def await_baseline() -> TaskBaseline | None:  # called from the evaluation's thread
+                    return asyncio.run_coroutine_threadsafe(settled(), loop).result()
+
             slot = await free.get()
             try:
                 evaluator = self.evaluator
@@ -208,6 +220,7 @@ class LocalExecutor(Executor):
                         program,
                         task_id=task.id,
                         baseline=baseline,
+                        await_baseline=await_baseline,
                         cuda_visible_devices=self._cuda_env(device),
                         worker=self._warm.take(slot, self._cuda_env(device)),
                         gate=self._gates[device],
@@ -237,15 +250,21 @@ class LocalExecutor(Executor):
         assert devices is not None
         loop = asyncio.get_running_loop()
 
-        async def measure() -> TaskBaseline:
-            device = await devices.get()  # one baseline at a time per device (they share its memory)
+        def measure_on(device: str) -> TaskBaseline:
+            gate, env = self._gates[device], self._cuda_env(device)
             try:
-                return await loop.run_in_executor(
-                    self._baseline_pool,
-                    lambda: self.evaluator.measure_baseline(
-                        task.code, cuda_visible_devices=self._cuda_env(device), gate=self._gates[device]
-                    ),
-                )
+                return self.evaluator.measure_baseline(task.code, cuda_visible_devices=env, gate=gate)
+            except BaselineError as e:
+                if self._alone_config is None or "out of memory" not in str(e).lower():
+                    raise
+            self.memory_retries += 1  # its share of a divided GPU was too small: measured again, alone
+            alone = Evaluator(self._alone_config, builder=self.builder)
+            return alone.measure_baseline(task.code, cuda_visible_devices=env, gate=gate, alone=True)
+
+        async def measure() -> TaskBaseline:
+            device = await devices.get()  # baseline_workers_per_gpu at a time per device (they share its memory)
+            try:
+                return await loop.run_in_executor(self._baseline_pool, measure_on, device)
             finally:
                 devices.put_nowait(device)
 
