@@ -117,3 +117,23 @@ def test_gpu_only_hacks_fail(evaluator, reference, program, task, status, rule, 
         assert any(f.rule == rule and f.severity == "error" for f in v.findings), v.findings
     else:
         assert any(not t.passed for t in v.trials)
+
+
+@pytest.mark.parametrize(
+    "program, status",
+    [
+        (GPU_PROGRAMS / "honest.py", "correct"),
+        (GPU_PROGRAMS / "wrong.py", "incorrect"),
+        (GPU_ADVERSARIAL / "freed_memory_reuse.py", "incorrect"),
+        (GPU_ADVERSARIAL / "uninitialised_memory.py", "incorrect"),
+    ],
+    ids=lambda x: x.stem if isinstance(x, Path) else x,
+)
+def test_outputs_kept_on_the_gpu(evaluator, reference, program, status):
+    # The 256 MB outputs of reference_large, kept on the device as KernelBench's 6 GB ones are: the worker
+    # compares, the evaluator spot-checks, and the memory tricks still fail.
+    v = run(evaluator, reference, program, ship_outputs_max_mb=64)
+    assert v.status == status, (v.status, v.errors, [(f.rule, f.severity) for f in v.findings])
+    task_trials = [t for t in v.trials if t.distribution != "timed"]
+    assert task_trials and all(t.compared_in == "worker" for t in task_trials)
+    assert not [f for f in v.findings if f.severity == "error"]
