@@ -2,10 +2,14 @@
 seconds, speedups over eager and torch.compile, and the speedup's spread over repeated evaluations.
 
     python scripts/bench_sandbox.py --problems problems.jsonl --out runs/bench_sandbox.json [--n 14 --repeats 5]
+        [--only L2-22,L3-34,...]
 
 Candidates are benchmarks/kernelbench/<task id>_*.py (honest programs for real KernelBench problems). Builds
 go into a fresh cache; the evaluations go through the local executor (warm workers, per-task baselines: eager
-is re-timed beside every candidate, torch.compile is timed once per task).
+is re-timed beside every candidate, torch.compile is timed once per task). Each repeat is one pass over all
+candidates at once (the executor times one at a time, each alone on the GPU); the report is written after
+every pass, so a run cut short keeps the passes it finished. Passes after the first have a warm build cache
+and measured baselines: their rate is the warm-cache rate for these candidates.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from benchlib import (
     default_problems,
     discover,
     print_candidate_table,
-    spread,
+    run_logged,
+    select,
     write_json,
 )
 
@@ -61,12 +66,33 @@ def build_times(ex: LocalExecutor, program: str) -> dict:
     }
 
 
-async def evaluate_all(ex: LocalExecutor, items: list[tuple], repeats: int) -> dict[str, list]:
-    results: dict[str, list] = {name: [] for name, _, _ in items}
-    for _ in range(repeats):  # repeats outermost, so slow drift falls on every candidate alike
-        for name, task, program in items:
-            results[name].append(await ex.evaluate(task, program))
-    return results
+def report(
+    ex: LocalExecutor,
+    items: list[tuple],
+    verdicts: dict[str, list],
+    builds: dict,
+    passes: list[dict],
+    args: argparse.Namespace,
+    build_wall: float,
+) -> None:
+    done = [it for it in items if verdicts[it[0]]]
+    records = candidate_records(done, verdicts, builds)
+    summary = print_candidate_table(
+        f"bench_sandbox: {len(records)} honest candidates x {len(passes)} evaluations", records
+    )
+    warm = passes[1:]
+    warm_n, warm_s = sum(p["evaluations"] for p in warm), sum(p["wall_s"] for p in warm)
+    summary.update(
+        repeats=len(passes),
+        perf_trials=args.perf_trials,
+        build_wall_s=build_wall,
+        passes=passes,
+        warm_per_hour=round(3600 * warm_n / warm_s, 1) if warm_s else None,
+        executor=ex.stats(),
+    )
+    if warm_s:
+        print(f"warm passes: {warm_n} evaluations in {warm_s:.0f} s = {summary['warm_per_hour']}/hour", flush=True)
+    write_json(args.out, {"summary": summary, "candidates": records})
 
 
 def main() -> None:
@@ -79,10 +105,11 @@ def main() -> None:
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--build-workers", type=int, default=8)
     ap.add_argument("--cache-dir", type=Path, default=None)
+    ap.add_argument("--only", default=None, help="comma-separated candidate names or task ids (else --n spread)")
     args = ap.parse_args()
 
     tasks = {t.id: t for t in load_tasks(args.problems or default_problems())}
-    chosen = spread(discover(args.candidates, tasks), args.n)
+    chosen = select(discover(args.candidates, tasks), args.n, args.only)
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-sandbox-")) / "build"
     sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
     ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers, prebuild=True))
@@ -94,15 +121,17 @@ def main() -> None:
     build_wall = time.monotonic() - started
     write_json(args.out, {"build_wall_s": build_wall, "builds": builds})  # kept if the evaluations fail
     print(f"built {len(items)} candidates in {build_wall:.0f} s", flush=True)
-    verdicts = asyncio.run(evaluate_all(ex, items, args.repeats))
-
-    records = candidate_records(items, verdicts, builds)
-    summary = print_candidate_table(
-        f"bench_sandbox: {len(records)} honest candidates x {args.repeats} evaluations", records
-    )
-    summary.update(repeats=args.repeats, perf_trials=args.perf_trials, build_wall_s=build_wall, executor=ex.stats())
+    verdicts: dict[str, list] = {name: [] for name, _, _ in items}
+    passes: list[dict] = []
+    log = args.out.with_name(args.out.stem + "_verdicts.jsonl")
+    for r in range(args.repeats):  # passes outermost, so slow drift falls on every candidate alike
+        got, wall = asyncio.run(run_logged(ex, items, log, started))
+        for (name, _, _), v in zip(items, got, strict=True):
+            verdicts[name].append(v)
+        passes.append({"pass": r, "evaluations": len(got), "wall_s": round(wall, 2)})
+        print(f"pass {r}: {len(got)} evaluations in {wall:.0f} s", flush=True)
+        report(ex, items, verdicts, builds, passes, args, build_wall)
     asyncio.run(ex.close())
-    write_json(args.out, {"summary": summary, "candidates": records})
 
 
 if __name__ == "__main__":

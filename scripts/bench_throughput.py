@@ -35,6 +35,7 @@ from benchlib import (
     fmt,
     print_candidate_table,
     print_table,
+    run_logged,
     spread,
     write_json,
 )
@@ -109,32 +110,6 @@ def kernelbench_style(items: list[tuple], problems: Path) -> list[dict]:
                 r = {"compiled": False, "correct": False, "error": proc.stderr[-300:]}
             results.append({"candidate": name, "wall_s": wall, **r})
     return results
-
-
-async def run_executor(ex: LocalExecutor, items: list[tuple], log: Path) -> tuple[list, float]:
-    """All candidates at once; a line per Verdict as it arrives, printed and appended to ``log`` (JSONL), so a
-    run cut short still says where the time went."""
-    started = time.monotonic()
-    log.parent.mkdir(parents=True, exist_ok=True)
-
-    async def one(name: str, task, program: str):
-        v = await ex.evaluate(task, program)
-        with log.open("a") as f:
-            f.write(json.dumps({"candidate": name, "at_s": time.monotonic() - started, **v.model_dump(mode="json")}))
-            f.write("\n")
-        d = v.durations
-        print(
-            f"  +{time.monotonic() - started:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
-            f"reference {d.reference_s:.1f}s load {d.load_s:.1f}s correctness {d.correctness_s:.1f}s "
-            f"timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s waited {d.device_wait_s:.1f}s "
-            f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}"
-            + (f" | {v.errors[0][:160]}" if v.status not in ("correct",) and v.errors else ""),
-            flush=True,
-        )
-        return v
-
-    verdicts = await asyncio.gather(*(one(name, task, program) for name, task, program in items))
-    return verdicts, time.monotonic() - started
 
 
 def baseline_records(ex: LocalExecutor) -> list[dict]:
@@ -222,7 +197,7 @@ def main() -> None:
             if phase in skip:
                 continue
             log = args.out.with_name(f"{args.out.stem}_{phase}_verdicts.jsonl")
-            verdicts, wall = asyncio.run(run_executor(ex, items, log))
+            verdicts, wall = asyncio.run(run_logged(ex, items, log))
             for (name, _, _), v in zip(items, verdicts, strict=True):
                 evaluations[name].append(v)
             if phase == "b":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import statistics
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -42,6 +44,48 @@ def spread(found: list[tuple[str, Path]], n: int) -> list[tuple[str, Path]]:
             if by_level[level] and len(out) < n:
                 out.append(by_level[level].pop(0))
     return out
+
+
+async def run_logged(ex, items: list[tuple], log: Path, started: float | None = None) -> tuple[list, float]:
+    """All ``items`` (name, task, program) through the executor at once; a line per Verdict as it arrives,
+    printed and appended to ``log`` (JSONL), so a run cut short still says where the time went. ``started``:
+    the clock the lines count from (default: now); returns the Verdicts in order and this call's seconds."""
+    began = time.monotonic()
+    started = began if started is None else started
+    log.parent.mkdir(parents=True, exist_ok=True)
+
+    async def one(name: str, task, program: str):
+        v = await ex.evaluate(task, program)
+        at = time.monotonic() - started
+        with log.open("a") as f:
+            f.write(json.dumps({"candidate": name, "at_s": at, **v.model_dump(mode="json")}) + "\n")
+        d = v.durations
+        print(
+            f"  +{at:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
+            f"reference {d.reference_s:.1f}s load {d.load_s:.1f}s correctness {d.correctness_s:.1f}s "
+            f"timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s waited {d.device_wait_s:.1f}s "
+            f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}"
+            + (f" | {v.errors[0][:160]}" if v.status != "correct" and v.errors else ""),
+            flush=True,
+        )
+        return v
+
+    verdicts = await asyncio.gather(*(one(name, task, program) for name, task, program in items))
+    return list(verdicts), time.monotonic() - began
+
+
+def select(found: list[tuple[str, Path]], n: int, only: str | None) -> list[tuple[str, Path]]:
+    """``only`` (comma-separated candidate names or task ids), in that order; else ``spread(found, n)``."""
+    if not only:
+        return spread(found, n)
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    chosen = []
+    for w in wanted:
+        hits = [item for item in found if item[1].stem == w or item[0] == w]
+        if not hits:
+            raise SystemExit(f"--only: no candidate named {w!r} (names are benchmarks/kernelbench file stems)")
+        chosen.extend(h for h in hits if h not in chosen)
+    return chosen
 
 
 def cv(values: list[float]) -> float | None:

@@ -98,6 +98,7 @@ class _Run:
     timings: Timings | None = None
     kernels: list[Any] = field(default_factory=list)
     own_share: float | None = None
+    load_paused_s: float = 0.0  # of the worker's load time, spent waiting for our builds and the gate
     env: dict[str, Any] = field(default_factory=dict)
     compile_log: str | None = None
     compile_failed: bool = False
@@ -360,7 +361,9 @@ class Evaluator:
         cfg = self.config
         with worker, hold:
             chan = worker.start()
-            hold.to("shared")  # the worker touches the device only after setup
+            # The worker touches the device only after setup. Behind waiting timings this wait can be long: it
+            # is the evaluation's, so it is counted (and the run's deadline starts after it).
+            run.durations.device_wait_s += hold.to("shared")
             deadline = time.monotonic() + cfg.run_timeout_s
             known = run.baseline is not None and run.baseline.compile is not None
             reuse = cfg.compile_baseline and (known or run.await_baseline is not None)
@@ -434,12 +437,11 @@ class Evaluator:
             run.durations.build_s += build_s
             waited = hold.to("shared") if ok else 0.0
             run.durations.device_wait_s += waited
+            run.load_paused_s += build_s + waited
             chan.send("built", reply)
             return (not ok), build_s + waited
         elif msg.type == "loaded":
-            run.durations.load_s = max(
-                0.0, float(body.get("load_s", 0.0)) - run.durations.build_s - run.durations.device_wait_s
-            )
+            run.durations.load_s = max(0.0, float(body.get("load_s", 0.0)) - run.load_paused_s)
             self._integrity(run, body)
             if not run.builds:
                 run.add_finding(

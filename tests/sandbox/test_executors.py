@@ -237,3 +237,24 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     missing = Evaluator(cfg).evaluate(reference, program, await_baseline=lambda: None)
     assert missing.status == "correct" and missing.speedup_compile is None
     assert any("baseline could not be measured" in e for e in missing.errors)
+
+
+def test_waiting_for_the_device_before_setup_is_counted(sandbox, examples_dir):
+    # The first shared hold, taken before the worker's setup, waits behind every timing in the queue: it was
+    # missing from device_wait_s (measured on the H200: verdicts whose stage times summed to a quarter of
+    # their total), while the worker's load time must not lose it.
+    from rubric_rl.sandbox import Evaluator
+
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    gate = DeviceGate("cpu")
+    gate.acquire("exclusive")
+    releaser = threading.Timer(1.5, gate.release, args=("exclusive",))
+    releaser.start()
+    try:
+        v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    finally:
+        releaser.join()
+    assert v.status == "correct", v.errors
+    assert v.durations.device_wait_s >= 1.0, v.durations
+    assert v.durations.load_s >= 0.0 and v.durations.total_s >= v.durations.device_wait_s
