@@ -29,6 +29,7 @@ from benchlib import (
     print_candidate_table,
     run_logged,
     select,
+    stage_means,
     write_json,
 )
 
@@ -128,8 +129,16 @@ def main() -> None:
         got, wall = asyncio.run(run_logged(ex, items, log, started))
         for (name, _, _), v in zip(items, got, strict=True):
             verdicts[name].append(v)
-        passes.append({"pass": r, "evaluations": len(got), "wall_s": round(wall, 2)})
-        print(f"pass {r}: {len(got)} evaluations in {wall:.0f} s", flush=True)
+        passes.append(
+            {
+                "pass": r,
+                "evaluations": len(got),
+                "wall_s": round(wall, 2),
+                "stage_means_s": stage_means(got),
+                "gates": ex.stats()["gates"],
+            }
+        )
+        print(f"pass {r}: {len(got)} evaluations in {wall:.0f} s; mean stage s {stage_means(got)}", flush=True)
         report(ex, items, verdicts, builds, passes, args, build_wall)
     asyncio.run(ex.close())
 

@@ -63,7 +63,8 @@ async def run_logged(ex, items: list[tuple], log: Path, started: float | None = 
         print(
             f"  +{at:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
             f"reference {d.reference_s:.1f}s load {d.load_s:.1f}s correctness {d.correctness_s:.1f}s "
-            f"timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s waited {d.device_wait_s:.1f}s "
+            f"timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s teardown {d.teardown_s:.1f}s "
+            f"waited {d.device_wait_s:.1f}s "
             f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}"
             + (f" | {v.errors[0][:160]}" if v.status != "correct" and v.errors else ""),
             flush=True,
@@ -72,6 +73,14 @@ async def run_logged(ex, items: list[tuple], log: Path, started: float | None = 
 
     verdicts = await asyncio.gather(*(one(name, task, program) for name, task, program in items))
     return list(verdicts), time.monotonic() - began
+
+
+def stage_means(verdicts: list) -> dict[str, float]:
+    """Mean seconds per stage over ``verdicts`` (where an evaluation's time went, on average)."""
+    if not verdicts:
+        return {}
+    fields = verdicts[0].durations.model_dump().keys()
+    return {k: round(sum(getattr(v.durations, k) for v in verdicts) / len(verdicts), 3) for k in fields}
 
 
 def select(found: list[tuple[str, Path]], n: int, only: str | None) -> list[tuple[str, Path]]:

@@ -27,6 +27,7 @@ from rubric_rl import __version__
 from rubric_rl.sandbox.build import Builder, BuildOutcome
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
+from rubric_rl.sandbox.cpu_cores import available_cores, pin_process
 from rubric_rl.sandbox.device_gate import DeviceGate, GateHold
 from rubric_rl.sandbox.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
 from rubric_rl.sandbox.guard import forbidden_ops
@@ -112,6 +113,8 @@ class _Run:
     stage_started: float = 0.0
     baseline: TaskBaseline | None = None
     await_baseline: Callable[[], TaskBaseline | None] | None = None
+    timing_cores: frozenset[int] | None = None  # the device's reserved CPUs, the worker's while it times
+    worker_pid: int | None = None
 
     def add_finding(
         self,
@@ -159,6 +162,7 @@ class Evaluator:
         worker: WorkerProcess | None = None,
         gate: DeviceGate | None = None,
         alone: bool = False,
+        timing_cores: frozenset[int] | None = None,
     ) -> Verdict:
         """The Verdict of one candidate. ``worker``: an already started (warm) worker to use, else a new one.
 
@@ -166,9 +170,16 @@ class Evaluator:
         one still being measured: the worker skips torch.compile, the correctness trials run meanwhile, and the
         call blocks, holding no gate, just before timing. ``gate``: the device's gate when other evaluations
         share it (held shared up to the end of the correctness trials, exclusively for timing and profiling;
-        ``alone``: exclusively throughout)."""
+        ``alone``: exclusively throughout). ``timing_cores``: CPUs reserved for this device's timings (see
+        ``cpu_cores``): the worker is moved onto them for its timed rounds, then back onto ours."""
         started = time.monotonic()
-        run = _Run(config=self.config, candidate=candidate, baseline=baseline, await_baseline=await_baseline)
+        run = _Run(
+            config=self.config,
+            candidate=candidate,
+            baseline=baseline,
+            await_baseline=await_baseline,
+            timing_cores=timing_cores,
+        )
         t0 = time.monotonic()
         try:
             ast.parse(candidate)
@@ -308,12 +319,14 @@ class Evaluator:
         cuda_visible_devices: str | None = None,
         gate: DeviceGate | None = None,
         alone: bool = False,
+        timing_cores: frozenset[int] | None = None,
     ) -> TaskBaseline:
         """Eager and torch.compile timings of a task, measured once and reused across its candidates.
 
         With a ``gate``, the worker's start, the reference and torch.compile's warm-up (seconds of code
         generation on the CPU, then one forward) hold no gate at all, so they never hold up another
-        evaluation's timing; the timing holds the device alone (``alone``: everything does)."""
+        evaluation's timing; the timing holds the device alone (``alone``: everything does), on the device's
+        ``timing_cores`` when they are reserved."""
         cfg = self.config
         started = time.monotonic()
 
@@ -321,6 +334,8 @@ class Evaluator:
             if msg.type != "warm":
                 return 0.0
             waited = hold.to("exclusive")
+            if timing_cores and worker.proc is not None:
+                pin_process(worker.proc.pid, timing_cores)
             chan.send("time")
             return waited
 
@@ -359,8 +374,9 @@ class Evaluator:
     # ---- the worker conversation ------------------------------------------------------------------------------
     def _run_worker(self, run: _Run, reference: str, worker: WorkerProcess, hold: GateHold) -> None:
         cfg = self.config
-        with worker, hold:
+        try:
             chan = worker.start()
+            run.worker_pid = worker.proc.pid if worker.proc is not None else None
             # The worker touches the device only after setup. Behind waiting timings this wait can be long: it
             # is the evaluation's, so it is counted (and the run's deadline starts after it).
             run.durations.device_wait_s += hold.to("shared")
@@ -408,6 +424,16 @@ class Evaluator:
             except (BrokenPipeError, ConnectionResetError):
                 run.runtime_failed = True
                 run.error(f"{run.stage}: {worker.describe_exit()}")
+        finally:
+            # A worker that finished has synchronised and exits by itself: its teardown (the CUDA context going
+            # away) holds no gate. One stopped midway may still have work queued, so it holds it until it is gone.
+            finished = not (run.timed_out or run.runtime_failed or run.infra_error)
+            if finished:
+                hold.release()
+            t0 = time.monotonic()
+            worker.close()
+            run.durations.teardown_s = time.monotonic() - t0
+            hold.release()
 
     def _handle(self, run: _Run, chan: Channel, msg: Message, hold: GateHold) -> tuple[bool, float]:
         """Process one message; returns (finished, seconds to add to the deadline: builds and gate waits)."""
@@ -464,15 +490,26 @@ class Evaluator:
                 return True, 0.0
             waited = self._settle_baseline(run, hold) + hold.to("exclusive")
             run.durations.device_wait_s += waited
+            if run.timing_cores and run.worker_pid is not None:
+                pin_process(run.worker_pid, run.timing_cores)
             chan.send("time")
             run.stage = "timing"
             run.stage_started = time.monotonic()
             return False, waited
         elif msg.type == "timing":
             run.durations.timing_wall_s = time.monotonic() - run.stage_started
-            run.stage_started = time.monotonic()
+            if run.timing_cores and run.worker_pid is not None:
+                pin_process(run.worker_pid, available_cores())
             self._timing(run, body, unpack_tensors(msg.blob))
+            if not (cfg.backend == "cuda" and cfg.profile_kernels):
+                return False, 0.0
+            # The profile is one forward: it needs the device, not the device alone.
+            waited = hold.to("shared")
+            run.durations.device_wait_s += waited
             run.stage = "profile"
+            run.stage_started = time.monotonic()
+            chan.send("profile")
+            return False, waited
         elif msg.type == "kernels":
             run.durations.profile_s = time.monotonic() - run.stage_started
             self._kernels(run, body)
@@ -724,6 +761,7 @@ class Evaluator:
             candidate=summarize(times["candidate"]),
             eager=summarize(times["eager"]),
             l2_flush=cfg.backend == "cuda" and cfg.l2_flush,
+            cpu_cores=body.get("cpu_cores"),
         )
         if "compile" in times:
             timings.compile = summarize(times["compile"])

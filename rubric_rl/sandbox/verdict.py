@@ -83,6 +83,11 @@ class Timings(BaseModel):
         default=None, description="Eager median now over the cached baseline's eager median (reused baselines)."
     )
     l2_flush: bool = False
+    cpu_cores: list[int] | None = Field(
+        default=None,
+        description="The CPUs the worker could run on while it timed, as it saw them (reserved timing cores "
+        "when the executor reserves them; None: not reported).",
+    )
 
 
 class KernelLaunch(BaseModel):
@@ -118,6 +123,7 @@ class StageDurations(BaseModel):
     timing_s: float = Field(default=0.0, description="Sum of the timed calls themselves (device time, all models).")
     timing_wall_s: float = Field(default=0.0, description="The whole timing stage: inputs, warm-up, flushes, calls.")
     profile_s: float = Field(default=0.0, description="The kernel profile of one forward (cuda).")
+    teardown_s: float = Field(default=0.0, description="Ending the worker: kill, reap, remove its directory.")
     device_wait_s: float = Field(
         default=0.0, description="Time waiting for the shared device or for the task's baseline (executors)."
     )

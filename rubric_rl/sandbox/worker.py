@@ -234,6 +234,8 @@ class Worker:
         self.stage = "timing"
         self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot)
         if self.cfg.backend == "cuda" and self.cfg.profile_kernels:
+            if self.chan.recv().type != "profile":  # sent once the device is shared again
+                return
             self.stage = "profile"
             self._profile(reference, new_model)
         self.chan.send("done", {"audit": list(self.audit.violations)})
@@ -516,6 +518,7 @@ class Worker:
         from rubric_rl.sandbox.integrity import compare
         from rubric_rl.sandbox.timing import choose_checked_rounds, run_rounds
 
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         models: dict[str, Any] = {"eager": ref_model}
         if new_model is not None:
             models["candidate"] = new_model
@@ -587,6 +590,7 @@ class Worker:
                 "times_ms": times,
                 "compile": compile_info,
                 "checked": checked_meta,
+                "cpu_cores": cores,
                 "integrity": compare(snapshot) if snapshot is not None else [],
                 "audit": list(self.audit.violations),
             },

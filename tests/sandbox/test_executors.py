@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -258,3 +259,42 @@ def test_waiting_for_the_device_before_setup_is_counted(sandbox, examples_dir):
     assert v.status == "correct", v.errors
     assert v.durations.device_wait_s >= 1.0, v.durations
     assert v.durations.load_s >= 0.0 and v.durations.total_s >= v.durations.device_wait_s
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (Linux)"
+)
+def test_timings_run_on_the_reserved_cores_and_everything_else_off_them(sandbox, example_tasks, example_rows):
+    # On the H200 a launch-bound program's timings stretched by up to 2x while builds and torch.compile
+    # warm-ups ran on every core: its device's timing cores are its own while it times, and nothing else
+    # the executor starts runs there.
+    from rubric_rl.sandbox.cpu_cores import thread_affinities
+    from rubric_rl.sandbox.executors.local import LocalExecutor
+
+    mine = frozenset(os.sched_getaffinity(0))
+    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=1, cpu_slots=1, timing_cores_per_device=1))
+    plan = ex.cores
+    if not plan.active:
+        pytest.skip("this machine's CPUs are one physical core: nothing can be reserved")
+    reserved = plan.timing["cpu"]
+    task = example_tasks["T-1"]
+    code = next(r.code for r in example_rows if r.candidate_id.endswith("/correct"))
+    seen: list[frozenset[int]] = []
+
+    async def batch():
+        try:
+            seen.extend(thread_affinities(os.getpid()).values())  # this process, after the executor started
+            verdict = await ex.evaluate(task, code)
+            spare = ex._warm._spare.get("cpu.0")
+            if spare is not None and spare.proc is not None:
+                seen.extend(thread_affinities(spare.proc.pid).values())  # a worker started by the executor
+            return verdict
+        finally:
+            await ex.close()
+
+    verdict = asyncio.run(batch())
+    assert verdict.status == "correct", verdict.errors
+    assert verdict.timings.cpu_cores == sorted(reserved)  # what the worker saw while it timed
+    assert seen and all(mask == plan.general for mask in seen)
+    assert not plan.general & reserved
+    assert frozenset(os.sched_getaffinity(0)) == mine  # the process has its cores back once the executor closes

@@ -52,6 +52,13 @@ class ExecutorConfig(BaseModel):
         description="Task baselines measured at once per GPU (their start and torch.compile warm-up are CPU work "
         "that holds no gate; their timings take turns with the candidates').",
     )
+    timing_cores_per_device: int | None = Field(
+        default=None,
+        ge=0,
+        description="Logical CPUs reserved per device for the worker that is timing on it (whole physical cores; "
+        "this process and everything it starts run on the rest). None: 2 on cuda, 0 on cpu (where the timed "
+        "code itself is CPU work that wants every core). Nothing is reserved where the cores are too few.",
+    )
     cpu_slots: int = Field(
         default=1, ge=1, description="Execution workers on the cpu backend (one gate: timings take turns)."
     )

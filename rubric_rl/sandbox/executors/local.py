@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import platform
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
 from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
@@ -135,6 +137,15 @@ class LocalExecutor(Executor):
         )
         self.evaluator = Evaluator(sandbox, builder=self.builder)
         self._gates = {d: DeviceGate(f"device {d}") for d in devices}
+        self._own_cores = available_cores()
+        per_device_cores = self.config.timing_cores_per_device
+        if per_device_cores is None:
+            per_device_cores = 2 if sandbox.backend == "cuda" else 0
+        self.cores: CorePlan = plan_cores(devices, per_device_cores, self._own_cores)
+        if self.cores.active:
+            # Everything this process runs and starts from now on (builds, workers, their compilers) stays off
+            # the reserved cores; a worker is moved onto its device's only while it holds the gate to time.
+            pin_process(os.getpid(), self.cores.general)
         self._slot_device = {f"{d}.{k}": d for d in devices for k in range(per_device)}
         # Slots in round-robin order over devices, so that a half-busy executor spreads over all GPUs.
         self._slots = [f"{d}.{k}" for k in range(per_device) for d in devices]
@@ -225,6 +236,7 @@ class LocalExecutor(Executor):
                         worker=self._warm.take(slot, self._cuda_env(device)),
                         gate=self._gates[device],
                         alone=alone,
+                        timing_cores=self.cores.timing.get(device),
                     )
 
                 verdict = await loop.run_in_executor(self._exec_pool, run, evaluator, False)
@@ -251,15 +263,19 @@ class LocalExecutor(Executor):
         loop = asyncio.get_running_loop()
 
         def measure_on(device: str) -> TaskBaseline:
-            gate, env = self._gates[device], self._cuda_env(device)
+            gate, env, cores = self._gates[device], self._cuda_env(device), self.cores.timing.get(device)
             try:
-                return self.evaluator.measure_baseline(task.code, cuda_visible_devices=env, gate=gate)
+                return self.evaluator.measure_baseline(
+                    task.code, cuda_visible_devices=env, gate=gate, timing_cores=cores
+                )
             except BaselineError as e:
                 if self._alone_config is None or "out of memory" not in str(e).lower():
                     raise
             self.memory_retries += 1  # its share of a divided GPU was too small: measured again, alone
             alone = Evaluator(self._alone_config, builder=self.builder)
-            return alone.measure_baseline(task.code, cuda_visible_devices=env, gate=gate, alone=True)
+            return alone.measure_baseline(
+                task.code, cuda_visible_devices=env, gate=gate, alone=True, timing_cores=cores
+            )
 
         async def measure() -> TaskBaseline:
             device = await devices.get()  # baseline_workers_per_gpu at a time per device (they share its memory)
@@ -284,10 +300,13 @@ class LocalExecutor(Executor):
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.config.build_workers,
+            "timing_cores": {d: sorted(c) for d, c in self.cores.timing.items()},
             "elapsed_s": round(time.monotonic() - self.started, 3),
         }
 
     async def close(self) -> None:
+        if self.cores.active:
+            pin_process(os.getpid(), self._own_cores)
         self._warm.close()
         self._build_pool.shutdown(wait=False, cancel_futures=True)
         self._exec_pool.shutdown(wait=False, cancel_futures=True)
