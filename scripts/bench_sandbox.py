@@ -2,7 +2,7 @@
 seconds, speedups over eager and torch.compile, and the speedup's spread over repeated evaluations.
 
     python scripts/bench_sandbox.py --problems problems.jsonl --out runs/bench_sandbox.json [--n 14 --repeats 5]
-        [--only L2-22,L3-34,...]
+        [--only L2-22,L3-34,...] [--slots-per-gpu 4]
 
 Candidates are benchmarks/kernelbench/<task id>_*.py (honest programs for real KernelBench problems). Builds
 go into a fresh cache; the evaluations go through the local executor (warm workers, per-task baselines: eager
@@ -86,6 +86,7 @@ def report(
     summary.update(
         repeats=len(passes),
         perf_trials=args.perf_trials,
+        slots_per_gpu=args.slots_per_gpu,
         build_wall_s=build_wall,
         passes=passes,
         warm_per_hour=round(3600 * warm_n / warm_s, 1) if warm_s else None,
@@ -105,6 +106,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--build-workers", type=int, default=8)
+    ap.add_argument("--slots-per-gpu", type=int, default=ExecutorConfig().slots_per_gpu)
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--only", default=None, help="comma-separated candidate names or task ids (else --n spread)")
     args = ap.parse_args()
@@ -113,7 +115,9 @@ def main() -> None:
     chosen = select(discover(args.candidates, tasks), args.n, args.only)
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-sandbox-")) / "build"
     sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
-    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers, prebuild=True))
+    ex = LocalExecutor(
+        sandbox, ExecutorConfig(build_workers=args.build_workers, prebuild=True, slots_per_gpu=args.slots_per_gpu)
+    )
     items = [(path.stem, tasks[tid], path.read_text()) for tid, path in chosen]
 
     started = time.monotonic()

@@ -99,7 +99,7 @@ class _Run:
     timings: Timings | None = None
     kernels: list[Any] = field(default_factory=list)
     own_share: float | None = None
-    load_paused_s: float = 0.0  # of the worker's load time, spent waiting for our builds and the gate
+    paused_s: float = 0.0  # of the current stage, spent on our builds and gate waits (counted apart)
     env: dict[str, Any] = field(default_factory=dict)
     compile_log: str | None = None
     compile_failed: bool = False
@@ -109,7 +109,6 @@ class _Run:
     durations: StageDurations = field(default_factory=StageDurations)
     seen_integrity: set[str] = field(default_factory=set)
     seen_audit: set[str] = field(default_factory=set)
-    correctness_started: float = 0.0
     stage_started: float = 0.0
     baseline: TaskBaseline | None = None
     await_baseline: Callable[[], TaskBaseline | None] | None = None
@@ -132,6 +131,16 @@ class _Run:
         self.findings.append(
             Finding(rule=rule, severity=severity, source=source, message=message, evidence=evidence[:1000], line=line)
         )
+
+    def close_stage(self) -> float:
+        """Seconds since the current stage began, by our clock; the next stage begins now.
+
+        Stages are measured back to back (each includes our handling of its messages), so that with the gate
+        waits, builds and teardown they add up to the evaluation's total."""
+        now = time.monotonic()
+        elapsed, self.stage_started = now - self.stage_started - self.paused_s, now
+        self.paused_s = 0.0
+        return max(0.0, elapsed)
 
     def error(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -443,7 +452,6 @@ class Evaluator:
             run.env = body.get("env", {})
             run.stage = "reference"
         elif msg.type == "reference":
-            run.durations.reference_s = time.monotonic() - run.stage_started
             run.ref_meta = body["trials"]
             run.ref_values = unpack_tensors(msg.blob)
             shipped = [
@@ -453,6 +461,7 @@ class Evaluator:
             ]
             # Kept-on-device references are checked for degeneracy by the worker, on a subsample (advisory).
             run.task_flags = degenerate_task_flags(shipped, cfg) if shipped else list(body.get("kept_task_flags", []))
+            run.durations.reference_s = run.close_stage()
             run.stage = "load"
             chan.send("load")
         elif msg.type == "build":
@@ -463,11 +472,10 @@ class Evaluator:
             run.durations.build_s += build_s
             waited = hold.to("shared") if ok else 0.0
             run.durations.device_wait_s += waited
-            run.load_paused_s += build_s + waited
+            run.paused_s += build_s + waited
             chan.send("built", reply)
             return (not ok), build_s + waited
         elif msg.type == "loaded":
-            run.durations.load_s = max(0.0, float(body.get("load_s", 0.0)) - run.load_paused_s)
             self._integrity(run, body)
             if not run.builds:
                 run.add_finding(
@@ -475,15 +483,21 @@ class Evaluator:
                     "runtime",
                     "the candidate compiled no extension: nothing it runs is its own kernel",
                 )
+            run.durations.load_s = run.close_stage()
             run.stage = "correctness"
-            run.correctness_started = time.monotonic()
+        elif msg.type == "next_trial":  # between two trials: a waiting timing goes first
+            waited = hold.yield_to_writers()
+            run.durations.device_wait_s += waited
+            run.paused_s += waited
+            chan.send("go")
+            return False, waited
         elif msg.type == "sample_request":  # positions drawn now, after the candidate's output exists
             chan.send("sample", {"seed": secrets.randbits(62), "k": SPOT_CHECK_SAMPLES})
         elif msg.type == "trial":
             self._trial(run, body, unpack_tensors(msg.blob))
         elif msg.type == "trials_done":
-            run.durations.correctness_s = time.monotonic() - run.correctness_started
             self._integrity(run, body)
+            run.durations.correctness_s = run.close_stage()
             go = cfg.measure_performance and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
             if not go:
                 chan.send("stop")
@@ -492,15 +506,15 @@ class Evaluator:
             run.durations.device_wait_s += waited
             if run.timing_cores and run.worker_pid is not None:
                 pin_process(run.worker_pid, run.timing_cores)
-            chan.send("time")
             run.stage = "timing"
             run.stage_started = time.monotonic()
+            chan.send("time")
             return False, waited
         elif msg.type == "timing":
-            run.durations.timing_wall_s = time.monotonic() - run.stage_started
             if run.timing_cores and run.worker_pid is not None:
                 pin_process(run.worker_pid, available_cores())
             self._timing(run, body, unpack_tensors(msg.blob))
+            run.durations.timing_wall_s = run.close_stage()
             if not (cfg.backend == "cuda" and cfg.profile_kernels):
                 return False, 0.0
             # The profile is one forward: it needs the device, not the device alone.
@@ -511,8 +525,8 @@ class Evaluator:
             chan.send("profile")
             return False, waited
         elif msg.type == "kernels":
-            run.durations.profile_s = time.monotonic() - run.stage_started
             self._kernels(run, body)
+            run.durations.profile_s = run.close_stage()
         elif msg.type == "done":
             self._audit(run, body)
             return True, 0.0

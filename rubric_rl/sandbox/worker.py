@@ -307,6 +307,8 @@ class Worker:
         payload: list[list[Any]] = []
         kept_task_samples: list[list[Any]] = []
         for index, (distribution, seed) in enumerate(self._trial_plan()):
+            if index:
+                self._next_trial()
             try:
                 inputs = make_inputs(
                     reference, seed=seed, device=self.device, distribution=distribution, backend_seed=self.backend.seed
@@ -385,7 +387,9 @@ class Worker:
         params = (
             list(new_model.parameters()) + list(new_model.buffers()) if isinstance(new_model, torch.nn.Module) else []
         )
-        for trial in trials:
+        for n, trial in enumerate(trials):
+            if n:
+                self._next_trial()
             inputs_intact = None
             if trial["inputs"] is None:  # drawn again (see _reference_trials); any change means tampering
                 trial_inputs = make_inputs(
@@ -430,6 +434,14 @@ class Worker:
                 ]
             )
             del out, x, host
+
+    def _next_trial(self) -> None:
+        """Ask before the next trial; the evaluator answers once the device is ours again (a waiting timing
+        may go first)."""
+        self.chan.send("next_trial", {})
+        reply = self.chan.recv().type
+        if reply != "go":
+            raise RuntimeError(f"protocol: expected 'go' before the next trial, got {reply!r}")
 
     def _compare_kept(self, trial: dict[str, Any], out: list[Any], body: dict[str, Any]) -> list[Any]:
         """Compare with a reference output kept on the device; returns the spot-check sample to send.

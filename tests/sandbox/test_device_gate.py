@@ -45,6 +45,27 @@ def test_a_waiting_timing_stops_new_correctness_phases():
     assert order == ["timing", "correctness"]
 
 
+def test_a_running_phase_gives_way_between_trials_only_to_a_waiting_timing():
+    gate = DeviceGate()
+    phase = GateHold(gate)
+    phase.to("shared")
+    assert phase.yield_to_writers() == 0.0 and gate.stats()["shared_acquired"] == 1  # nobody waits: no release
+    order: list[str] = []
+    writer = _in_thread(lambda: (gate.acquire("exclusive"), order.append("timing"), gate.release("exclusive")))
+    while not gate.writers_waiting():
+        time.sleep(0.01)
+    phase.yield_to_writers()  # the timing goes first, then the phase has the device shared again
+    order.append("next trial")
+    writer.join(2)
+    assert order == ["timing", "next trial"] and phase.mode == "shared"
+    phase.release()
+    alone = GateHold(gate, alone=True)
+    alone.to("shared")
+    assert alone.mode == "exclusive" and alone.yield_to_writers() == 0.0  # alone: never gives way
+    alone.release()
+    assert GateHold(None).yield_to_writers() == 0.0
+
+
 def test_exclusive_excludes_everyone():
     gate = DeviceGate()
     gate.acquire("exclusive")

@@ -261,6 +261,52 @@ def test_waiting_for_the_device_before_setup_is_counted(sandbox, examples_dir):
     assert v.durations.load_s >= 0.0 and v.durations.total_s >= v.durations.device_wait_s
 
 
+def test_correctness_gives_way_to_a_waiting_timing_between_trials(sandbox, examples_dir):
+    # A 256 MB task's correctness phase held the device shared for 20-35 s on the H200 while timings waited:
+    # the worker now asks before each reference and candidate trial, and gives way whenever a timing waits.
+    from rubric_rl.sandbox import Evaluator
+
+    class AlwaysAWriter(_RecordingGate):
+        def writers_waiting(self) -> bool:
+            return True
+
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    gate = AlwaysAWriter()
+    v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    assert v.status == "correct", v.errors
+    trials = len([t for t in v.trials if t.distribution != "timed"])
+    shared = [iv for iv in gate.intervals if iv[0] == "shared"]
+    # One hold per reference trial and one per candidate trial (the first of each phase continues a hold),
+    # plus the profile's; never two at once.
+    assert len(shared) >= 2 * trials - 1, (len(shared), trials)
+    spans = sorted((b, e) for _, b, e in gate.intervals)
+    assert all(e1 <= b2 for (_, e1), (b2, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_stage_durations_add_up_to_the_total(sandbox, examples_dir):
+    # On the H200 the stages of a verdict summed to 24 of its 31 s: the evaluator's own handling of the
+    # reference outputs, the worker's load preamble and the timed rounds' output checks were in no stage.
+    from rubric_rl.sandbox import Evaluator
+
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    gate = DeviceGate("cpu")
+    gate.acquire("exclusive")
+    releaser = threading.Timer(1.0, gate.release, args=("exclusive",))
+    releaser.start()
+    try:
+        v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    finally:
+        releaser.join()
+    assert v.status == "correct", v.errors
+    d = v.durations.model_dump()
+    parts = {k: x for k, x in d.items() if k not in ("total_s", "timing_s")}  # timing_s: within timing_wall_s
+    assert all(x >= 0 for x in parts.values()), parts
+    assert parts["reference_s"] > 0 and parts["correctness_s"] > 0 and parts["timing_wall_s"] > 0
+    assert abs(sum(parts.values()) - d["total_s"]) <= 0.25 + 0.03 * d["total_s"], d
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (Linux)"
 )
