@@ -511,6 +511,8 @@ class Evaluator:
             chan.send("time")
             return False, waited
         elif msg.type == "timing":
+            # The worker now waits for us: the device is free while we check the timed rounds' outputs.
+            hold.to(None)
             if run.timing_cores and run.worker_pid is not None:
                 pin_process(run.worker_pid, available_cores())
             self._timing(run, body, unpack_tensors(msg.blob))
