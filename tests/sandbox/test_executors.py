@@ -240,23 +240,29 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     assert any("baseline could not be measured" in e for e in missing.errors)
 
 
-def test_waiting_for_the_device_before_setup_is_counted(sandbox, examples_dir):
-    # The first shared hold, taken before the worker's setup, waits behind every timing in the queue: it was
-    # missing from device_wait_s (measured on the H200: verdicts whose stage times summed to a quarter of
-    # their total), while the worker's load time must not lose it.
+def _correct_example_behind_a_timing(sandbox, examples_dir: Path, seconds: float):
+    """The correct example evaluated on a gate that another evaluation holds exclusively for ``seconds``."""
     from rubric_rl.sandbox import Evaluator
 
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     gate = DeviceGate("cpu")
     gate.acquire("exclusive")
-    releaser = threading.Timer(1.5, gate.release, args=("exclusive",))
+    releaser = threading.Timer(seconds, gate.release, args=("exclusive",))
     releaser.start()
     try:
         v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
     finally:
         releaser.join()
     assert v.status == "correct", v.errors
+    return v
+
+
+def test_waiting_for_the_device_before_setup_is_counted(sandbox, examples_dir):
+    # The first shared hold, taken before the worker's setup, waits behind every timing in the queue: it was
+    # missing from device_wait_s (measured on the H200: verdicts whose stage times summed to a quarter of
+    # their total), while the worker's load time must not lose it.
+    v = _correct_example_behind_a_timing(sandbox, examples_dir, 1.5)
     assert v.durations.device_wait_s >= 1.0, v.durations
     assert v.durations.load_s >= 0.0 and v.durations.total_s >= v.durations.device_wait_s
 
@@ -287,19 +293,7 @@ def test_correctness_gives_way_to_a_waiting_timing_between_trials(sandbox, examp
 def test_stage_durations_add_up_to_the_total(sandbox, examples_dir):
     # On the H200 the stages of a verdict summed to 24 of its 31 s: the evaluator's own handling of the
     # reference outputs, the worker's load preamble and the timed rounds' output checks were in no stage.
-    from rubric_rl.sandbox import Evaluator
-
-    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
-    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
-    gate = DeviceGate("cpu")
-    gate.acquire("exclusive")
-    releaser = threading.Timer(1.0, gate.release, args=("exclusive",))
-    releaser.start()
-    try:
-        v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
-    finally:
-        releaser.join()
-    assert v.status == "correct", v.errors
+    v = _correct_example_behind_a_timing(sandbox, examples_dir, 1.0)
     d = v.durations.model_dump()
     parts = {k: x for k, x in d.items() if k not in ("total_s", "timing_s")}  # timing_s: within timing_wall_s
     assert all(x >= 0 for x in parts.values()), parts
