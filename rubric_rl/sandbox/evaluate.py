@@ -178,9 +178,10 @@ class Evaluator:
         ``baseline``: the task's measured baseline (torch.compile is then not run again); ``await_baseline``:
         one still being measured: the worker skips torch.compile, the correctness trials run meanwhile, and the
         call blocks, holding no gate, just before timing. ``gate``: the device's gate when other evaluations
-        share it (held shared for the reference, the correctness trials and the kernel profile, giving way between
-        two trials to a waiting timing; exclusively for the timed rounds; ``alone``: exclusively throughout). ``timing_cores``: CPUs reserved for this device's timings (see
-        ``cpu_cores``): the worker is moved onto them for its timed rounds, then back onto ours."""
+        share it (held shared for the reference, the correctness trials and the kernel profile, giving way
+        between two trials to a waiting timing; exclusively for the timed rounds; ``alone``: exclusively
+        throughout). ``timing_cores``: CPUs reserved for this device's timings (see ``cpu_cores``): the worker
+        is moved onto them for its timed rounds, then back onto ours."""
         started = time.monotonic()
         run = _Run(
             config=self.config,
