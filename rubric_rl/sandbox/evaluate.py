@@ -341,6 +341,8 @@ class Evaluator:
         started = time.monotonic()
 
         def on_message(msg: Message, chan: Channel) -> float:
+            if msg.type == "timed":  # the device is free again (an ``alone`` baseline keeps it to the end)
+                hold.to("exclusive" if alone else None)
             if msg.type != "warm":
                 return 0.0
             waited = hold.to("exclusive")
@@ -454,7 +456,7 @@ class Evaluator:
             run.stage = "reference"
         elif msg.type == "reference":
             run.ref_meta = body["trials"]
-            run.ref_values = unpack_tensors(msg.blob)
+            run.ref_values = unpack_tensors(msg)
             shipped = [
                 v
                 for m, v in zip(run.ref_meta, run.ref_values, strict=True)
@@ -495,7 +497,7 @@ class Evaluator:
         elif msg.type == "sample_request":  # positions drawn now, after the candidate's output exists
             chan.send("sample", {"seed": secrets.randbits(62), "k": SPOT_CHECK_SAMPLES})
         elif msg.type == "trial":
-            self._trial(run, body, unpack_tensors(msg.blob))
+            self._trial(run, body, unpack_tensors(msg))
         elif msg.type == "trials_done":
             self._integrity(run, body)
             run.durations.correctness_s = run.close_stage()
@@ -511,12 +513,14 @@ class Evaluator:
             run.stage_started = time.monotonic()
             chan.send("time")
             return False, waited
-        elif msg.type == "timing":
-            # The worker now waits for us: the device is free while we check the timed rounds' outputs.
+        elif msg.type == "timed":
+            # The rounds are over: the device is free while the worker ships the checked rounds' outputs and we
+            # check them on the host.
             hold.to(None)
             if run.timing_cores and run.worker_pid is not None:
                 pin_process(run.worker_pid, available_cores())
-            self._timing(run, body, unpack_tensors(msg.blob))
+        elif msg.type == "timing":
+            self._timing(run, body, unpack_tensors(msg))
             run.durations.timing_wall_s = run.close_stage()
             if not (cfg.backend == "cuda" and cfg.profile_kernels):
                 return False, 0.0

@@ -25,7 +25,7 @@ import psutil
 
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.proctree import kill_tree
-from rubric_rl.sandbox.protocol import Channel
+from rubric_rl.sandbox.protocol import Channel, widen_pipe
 
 _ENV_PASSTHROUGH = (
     "PATH",
@@ -116,6 +116,8 @@ class WorkerProcess:
             return self.channel
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
+        widen_pipe(to_child_w)
+        widen_pipe(from_child_w)
         self.config.cache_dir.parent.joinpath("inductor").mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "stdout.log", "wb") as out, open(self.workdir / "stderr.log", "wb") as err:
             self.proc = subprocess.Popen(

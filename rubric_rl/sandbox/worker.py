@@ -29,7 +29,7 @@ import traceback
 import types
 from typing import Any
 
-from rubric_rl.sandbox.protocol import Channel, pack_tensors
+from rubric_rl.sandbox.protocol import Channel
 
 MAX_ERROR_CHARS = 2000
 
@@ -363,7 +363,7 @@ class Worker:
                     }
                 )
         flags = degenerate_task_flags(kept_task_samples, self.cfg) if kept_task_samples else []
-        self.chan.send("reference", {"trials": meta, "kept_task_flags": flags}, pack_tensors(payload))
+        self.chan.send("reference", {"trials": meta, "kept_task_flags": flags}, tensors=payload)
         del payload
         self.backend.poison_free_memory()
         return trials
@@ -425,7 +425,7 @@ class Worker:
                 host = self._compare_kept(trial, out, body)
             else:
                 host = [to_host(o) for o in out]
-            self.chan.send("trial", body, pack_tensors(host))
+            self.chan.send("trial", body, tensors=host)
             poison(
                 [
                     o
@@ -596,6 +596,7 @@ class Worker:
             )
         except Exception as e:
             raise CandidateError("timing", _digest_exception(e, "candidate.py")) from e
+        self.chan.send("timed", {})  # the device is free from here: the checked outputs take a while to ship
         self.chan.send(
             "timing",
             {
@@ -606,7 +607,7 @@ class Worker:
                 "integrity": compare(snapshot) if snapshot is not None else [],
                 "audit": list(self.audit.violations),
             },
-            pack_tensors(checked_payload),
+            tensors=checked_payload,
         )
 
     def _profile(self, reference: types.ModuleType, new_model: Any) -> None:

@@ -301,6 +301,32 @@ def test_stage_durations_add_up_to_the_total(sandbox, examples_dir):
     assert abs(sum(parts.values()) - d["total_s"]) <= 0.25 + 0.03 * d["total_s"], d
 
 
+def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examples_dir, monkeypatch):
+    # On the H200 the exclusive hold lasted until the timed rounds' checked outputs (2 GB for a 256 MB task)
+    # had crossed the pipe: 30 s of timing wall for 1 s of rounds, every other evaluation waiting.
+    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox.protocol import Channel
+
+    arrived: list[float] = []
+    recv = Channel.recv
+
+    def recording_recv(self, deadline=None):
+        msg = recv(self, deadline)
+        if msg.type == "timing":
+            arrived.append(time.monotonic())
+        return msg
+
+    monkeypatch.setattr(Channel, "recv", recording_recv)
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    gate = _RecordingGate()
+    v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    assert v.status == "correct", v.errors
+    exclusive = [iv for iv in gate.intervals if iv[0] == "exclusive"]
+    assert len(exclusive) == 1 and len(arrived) == 1, (gate.intervals, arrived)
+    assert exclusive[0][2] < arrived[0], (exclusive, arrived)
+
+
 @pytest.mark.skipif(
     not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs (Linux)"
 )
