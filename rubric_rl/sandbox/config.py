@@ -101,6 +101,12 @@ class SandboxConfig(BaseModel):
         "positions it draws after the output exists) instead of being copied to the evaluator: multi-GB outputs "
         "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship.",
     )
+    reference_cache_mb: float = Field(
+        default=2048.0,
+        ge=0,
+        description="Evaluator memory for reference outputs reused across a task's candidates (same reference, "
+        "trial plan and device; see rubric_rl.sandbox.reference_cache); 0 runs the reference for every candidate.",
+    )
     measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
     perf_trials: int = Field(default=100, ge=1, description="Timed calls per model.")
     warmup_trials: int = Field(default=5, ge=0, description="Untimed calls per model before timing.")

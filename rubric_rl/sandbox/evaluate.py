@@ -35,6 +35,7 @@ from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
 from rubric_rl.sandbox.process import WorkerProcess
 from rubric_rl.sandbox.profiling import attribute_kernels, side_streams
 from rubric_rl.sandbox.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
+from rubric_rl.sandbox.reference_cache import KnownReference, ReferenceCache, reference_key
 from rubric_rl.sandbox.static_checks import check_program
 from rubric_rl.sandbox.timing import summarize
 from rubric_rl.sandbox.verdict import (
@@ -96,6 +97,8 @@ class _Run:
     ref_meta: list[dict[str, Any]] = field(default_factory=list)
     ref_values: list[list[Any]] = field(default_factory=list)
     task_flags: list[str] = field(default_factory=list)
+    reference_key: str | None = None
+    known_reference: KnownReference | None = None
     timings: Timings | None = None
     kernels: list[Any] = field(default_factory=list)
     own_share: float | None = None
@@ -153,11 +156,14 @@ class _Run:
 class Evaluator:
     """Evaluates candidates one at a time; keeps its builder (cache and counters) across evaluations."""
 
-    def __init__(self, config: SandboxConfig, builder: Builder | None = None) -> None:
+    def __init__(
+        self, config: SandboxConfig, builder: Builder | None = None, reference_cache: ReferenceCache | None = None
+    ) -> None:
         self.config = config
         self.builder = builder or Builder(
             config.cache_dir, timeout_s=config.build_timeout_s, jobs=config.build_jobs, use_pch=config.use_pch
         )
+        self.reference_cache = reference_cache or ReferenceCache(config.reference_cache_mb)
 
     def evaluate(
         self,
@@ -201,6 +207,11 @@ class Evaluator:
             run.findings.extend(check_program(candidate, self.config, reference))
         run.durations.static_s = time.monotonic() - t0
         cfg = self.config
+        if cfg.reference_cache_mb > 0:
+            import torch
+
+            run.reference_key = reference_key(reference, cfg, f"torch {torch.__version__}, {cuda_visible_devices}")
+            run.known_reference = self.reference_cache.get(run.reference_key)
         if not run.compile_failed and not (run.has_hack() and cfg.policy.stop_on_static_error):
             self._run_worker(
                 run,
@@ -403,6 +414,7 @@ class Evaluator:
                         "reference": reference,
                         "candidate": run.candidate,
                         "reuse_compile_baseline": reuse,
+                        "known_reference": run.known_reference.meta if run.known_reference else None,
                     },
                 )
                 run.stage = "setup"
@@ -455,15 +467,26 @@ class Evaluator:
             run.env = body.get("env", {})
             run.stage = "reference"
         elif msg.type == "reference":
-            run.ref_meta = body["trials"]
-            run.ref_values = unpack_tensors(msg)
-            shipped = [
-                v
-                for m, v in zip(run.ref_meta, run.ref_values, strict=True)
-                if m["distribution"] == "task" and not m.get("on_device")
-            ]
-            # Kept-on-device references are checked for degeneracy by the worker, on a subsample (advisory).
-            run.task_flags = degenerate_task_flags(shipped, cfg) if shipped else list(body.get("kept_task_flags", []))
+            if run.known_reference is not None:  # the worker drew the inputs only
+                run.ref_meta = run.known_reference.meta
+                run.ref_values = run.known_reference.values
+                run.task_flags = list(run.known_reference.task_flags)
+            else:
+                run.ref_meta = body["trials"]
+                run.ref_values = unpack_tensors(msg)
+                shipped = [
+                    v
+                    for m, v in zip(run.ref_meta, run.ref_values, strict=True)
+                    if m["distribution"] == "task" and not m.get("on_device")
+                ]
+                # Kept-on-device references are checked for degeneracy by the worker, on a subsample (advisory).
+                run.task_flags = (
+                    degenerate_task_flags(shipped, cfg) if shipped else list(body.get("kept_task_flags", []))
+                )
+                if run.reference_key is not None:
+                    self.reference_cache.put(
+                        run.reference_key, KnownReference(run.ref_meta, run.ref_values, list(run.task_flags))
+                    )
             run.durations.reference_s = run.close_stage()
             run.stage = "load"
             chan.send("load")
@@ -870,6 +893,7 @@ class Evaluator:
             aten_ops=run.aten_ops,
             builds=run.builds,
             task_flags=run.task_flags,
+            reference_reused=run.known_reference is not None and bool(run.ref_meta),
             infra_error=run.infra_error,
             durations=run.durations,
             environment=Environment(

@@ -166,6 +166,9 @@ class Verdict(BaseModel):
     task_flags: list[str] = Field(
         default_factory=list, description="Properties of the task, e.g. 'degenerate: zeros pass the tolerance'."
     )
+    reference_reused: bool = Field(
+        default=False, description="The reference outputs came from an earlier evaluation of the same task."
+    )
     infra_error: str | None = Field(
         default=None,
         description="Set when the evaluator, not the candidate, failed (lost GPU, missing compiler). The status is "

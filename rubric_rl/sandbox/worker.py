@@ -94,6 +94,9 @@ class Worker:
         self.candidate_source: str = setup["candidate"]
         self.reuse_compile: bool = bool(setup.get("reuse_compile_baseline", False))
         self.mode: str = setup.get("mode", "evaluate")
+        # The reference's trial records from an earlier evaluation of this task (the evaluator holds its
+        # outputs): the trials' inputs are drawn again and the reference does not run them.
+        self.known_reference: list[dict[str, Any]] | None = setup.get("known_reference")
         self.captured: list[dict[str, Any]] = []
         self.backend = make_backend(self.cfg.backend)
         self.device = self.backend.device
@@ -301,6 +304,8 @@ class Worker:
             to_host,
         )
 
+        if self.known_reference is not None:
+            return self._known_reference_trials(reference)
         torch = self.torch
         trials: list[dict[str, Any]] = []
         meta: list[dict[str, Any]] = []
@@ -366,6 +371,44 @@ class Worker:
         self.chan.send("reference", {"trials": meta, "kept_task_flags": flags}, tensors=payload)
         del payload
         self.backend.poison_free_memory()
+        return trials
+
+    def _known_reference_trials(self, reference: types.ModuleType) -> list[dict[str, Any]]:
+        """The trials of a reference the evaluator already knows: the same seeded inputs, no reference run."""
+        from rubric_rl.sandbox.inputs import make_inputs
+
+        known = self.known_reference or []
+        plan = self._trial_plan()
+        if [(m.get("distribution"), m.get("seed")) for m in known] != plan:
+            raise RuntimeError("protocol: the known reference's trials do not follow this trial plan")
+        trials: list[dict[str, Any]] = []
+        for entry in known:
+            if entry.get("skipped"):
+                continue
+            if entry.get("on_device"):
+                raise RuntimeError("protocol: a reference kept on the device cannot be known in advance")
+            try:
+                inputs = make_inputs(
+                    reference,
+                    seed=entry["seed"],
+                    device=self.device,
+                    distribution=entry["distribution"],
+                    backend_seed=self.backend.seed,
+                )
+            except Exception as e:
+                raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+            trials.append(
+                {
+                    "index": entry["index"],
+                    "inputs": inputs,
+                    "mutates": entry["mutates_inputs"],
+                    "distribution": entry["distribution"],
+                    "seed": entry["seed"],
+                    "input_print": None,
+                }
+            )
+        self.backend.synchronize()
+        self.chan.send("reference", {"known": True})
         return trials
 
     def _correctness(self, reference: types.ModuleType, new_model: Any, trials: list[dict[str, Any]]) -> None:

@@ -221,7 +221,9 @@ class LocalExecutor(Executor):
                         return infra_verdict(task, program, f"the {deadline_s:.0f} s deadline passed in the queue")
                     if remaining < self.sandbox.run_timeout_s:
                         evaluator = Evaluator(
-                            self.sandbox.model_copy(update={"run_timeout_s": remaining}), builder=self.builder
+                            self.sandbox.model_copy(update={"run_timeout_s": remaining}),
+                            builder=self.builder,
+                            reference_cache=self.evaluator.reference_cache,
                         )
                 device = self._slot_device[slot]
 
@@ -246,6 +248,7 @@ class LocalExecutor(Executor):
                     alone = Evaluator(
                         self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
                         builder=self.builder,
+                        reference_cache=self.evaluator.reference_cache,
                     )
                     verdict = await loop.run_in_executor(self._exec_pool, run, alone, True)
             finally:
@@ -296,6 +299,7 @@ class LocalExecutor(Executor):
                 "reused": self.baselines.reused,
                 "failed": self.baselines.failed,
             },
+            "reference_outputs": self.evaluator.reference_cache.stats(),
             "memory_retries": self.memory_retries,
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
