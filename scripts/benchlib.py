@@ -79,8 +79,11 @@ def stage_means(verdicts: list) -> dict[str, float]:
     """Mean seconds per stage over ``verdicts`` (where an evaluation's time went, on average)."""
     if not verdicts:
         return {}
-    fields = verdicts[0].durations.model_dump().keys()
-    return {k: round(sum(getattr(v.durations, k) for v in verdicts) / len(verdicts), 3) for k in fields}
+    rows = [v.durations.model_dump() for v in verdicts]
+    means = {k: round(sum(r[k] for r in rows) / len(rows), 3) for k, x in rows[0].items() if not isinstance(x, dict)}
+    inside = sorted({k for r in rows for k in r.get("worker", {})})
+    means.update({f"worker.{k}": round(sum(r["worker"].get(k, 0.0) for r in rows) / len(rows), 3) for k in inside})
+    return means
 
 
 def select(found: list[tuple[str, Path]], n: int, only: str | None) -> list[tuple[str, Path]]:

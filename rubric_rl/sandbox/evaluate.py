@@ -463,6 +463,11 @@ class Evaluator:
         """Process one message; returns (finished, seconds to add to the deadline: builds and gate waits)."""
         cfg = self.config
         body = msg.body
+        phases = body.get("phases")
+        if isinstance(phases, dict):  # diagnostic only: numbers, or nothing
+            run.durations.worker.update(
+                {str(k)[:40]: float(x) for k, x in list(phases.items())[:32] if isinstance(x, (int, float))}
+            )
         if msg.type == "ready":
             run.env = body.get("env", {})
             run.stage = "reference"

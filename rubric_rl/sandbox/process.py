@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 
 from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.cpu_cores import available_cores
 from rubric_rl.sandbox.proctree import kill_tree
 from rubric_rl.sandbox.protocol import Channel, widen_pipe
 
@@ -64,9 +65,12 @@ def _package_root() -> str:
 class WorkerProcess:
     """One execution worker; use as a context manager so the process and its directory always go away."""
 
-    def __init__(self, config: SandboxConfig, *, cuda_visible_devices: str | None = None) -> None:
+    def __init__(self, config: SandboxConfig, *, cuda_visible_devices: str | None = None, ahead: bool = False) -> None:
+        """``ahead``: started before it is needed (a spare), so it also imports what its first phases would
+        import lazily (torch._dynamo, 1.6 s on 2 cores) while it waits for its setup."""
         self.config = config
         self.cuda_visible_devices = cuda_visible_devices
+        self.ahead = ahead
         self.workdir = Path(tempfile.mkdtemp(prefix="rubric-rl-worker-"))
         os.chmod(self.workdir, 0o700)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -78,7 +82,8 @@ class WorkerProcess:
 
     def _env(self) -> dict[str, str]:
         env = {k: os.environ[k] for k in _ENV_PASSTHROUGH if k in os.environ}
-        threads = str(self.config.cpu_threads or os.cpu_count() or 1)
+        # The CPUs this process may run on (the executor moves itself off the timing cores), not the machine's.
+        threads = str(self.config.cpu_threads or len(available_cores()) or 1)
         inductor = self.config.cache_dir.parent / "inductor"
         env.update(
             {
@@ -121,7 +126,15 @@ class WorkerProcess:
         self.config.cache_dir.parent.joinpath("inductor").mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "stdout.log", "wb") as out, open(self.workdir / "stderr.log", "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "rubric_rl.sandbox.worker", str(to_child_r), str(from_child_w)],
+                [
+                    sys.executable,
+                    "-s",
+                    "-m",
+                    "rubric_rl.sandbox.worker",
+                    str(to_child_r),
+                    str(from_child_w),
+                    *(["--ahead"] if self.ahead else []),
+                ],
                 cwd=self.workdir,
                 env=self._env(),
                 stdin=subprocess.DEVNULL,

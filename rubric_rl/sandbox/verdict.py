@@ -128,6 +128,12 @@ class StageDurations(BaseModel):
         default=0.0, description="Time waiting for the shared device or for the task's baseline (executors)."
     )
     total_s: float = 0.0
+    worker: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds the worker measured inside its stages, its waits for the evaluator apart (diagnostic): "
+        "setup_s (device init), reference_model_s, reference_trials_s, load_preamble_s, candidate_import_s, "
+        "model_init_s, correctness_trials_s, timing_rounds_s, timing_ship_s, profile_s, evaluator_wait_s.",
+    )
 
 
 class Environment(BaseModel):

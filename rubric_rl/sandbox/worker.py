@@ -106,6 +106,21 @@ class Worker:
         # Reference outputs too large to ship (see SandboxConfig.ship_outputs_max_mb), by trial index, with
         # the fingerprint they had before the candidate was imported.
         self.kept_refs: dict[int, tuple[list[Any], list[str]]] = {}
+        # Seconds of the worker's own phases, waits for the evaluator (builds, the device) apart: sent with
+        # each phase's last message, so a slow stage can be told apart from a slow evaluator.
+        self.phases: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def _lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = round(self.phases.get(name, 0.0) + now - self._mark, 4)
+        self._mark = now
+
+    def _waited(self, started: float) -> None:
+        """Count the time since ``started`` as waiting for the evaluator, not as the current phase's."""
+        now = time.monotonic()
+        self.phases["evaluator_wait_s"] = round(self.phases.get("evaluator_wait_s", 0.0) + now - started, 4)
+        self._mark += now - started
 
     # ---- the evaluator's load_inline -------------------------------------------------------------------------
     def _load_inline(self, *args: Any, **kwargs: Any) -> Any:
@@ -124,7 +139,9 @@ class Worker:
             self.captured.append(spec.model_dump())
             return _CapturedExtension(spec.name)
         self.chan.send("build", {"spec": spec.model_dump()})
+        asked = time.monotonic()
         reply = self.chan.recv()
+        self._waited(asked)
         if reply.type != "built" or not reply.body.get("ok"):
             raise RuntimeError(f"extension {spec.name!r} did not build")
         library, module_name = reply.body["library"], reply.body["module_name"]
@@ -149,8 +166,10 @@ class Worker:
             self._capture()
             return
         torch = self.torch
+        self._mark = time.monotonic()
         self.backend.setup(memory_fraction=self.cfg.gpu_memory_fraction, threads=self.cfg.cpu_threads)
         env = {"torch": torch.__version__, **self.backend.describe()}
+        self._lap("setup_s")
         self.chan.send("ready", {"env": env})
         torch.set_grad_enabled(False)
         self.audit.install()
@@ -161,8 +180,10 @@ class Worker:
             init_inputs = self._init_inputs(reference)
             self.backend.seed(self.cfg.seed)
             ref_model = reference.Model(*init_inputs).to(self.device)
+            self.backend.synchronize()
         except Exception as e:
             raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+        self._lap("reference_model_s")
         if self.mode == "baseline":
             self.stage = "compile"
             compiled = (
@@ -179,8 +200,10 @@ class Worker:
             return
         trials = self._reference_trials(reference, ref_model)
 
+        asked = time.monotonic()
         if self.chan.recv().type != "load":
             return
+        self._waited(asked)
         self.stage = "load"
         from torch.utils import cpp_extension
 
@@ -192,10 +215,12 @@ class Worker:
         linecache.cache.pop("reference.py", None)
         self._warm_up_guard()
         snapshot = take_snapshot()
+        self._lap("load_preamble_s")
         started = time.monotonic()
         self.audit.armed = True
         try:
             candidate = load_module("candidate", self.candidate_source)
+            self._lap("candidate_import_s")
             model_cls = getattr(candidate, "ModelNew", None)
             if not isinstance(model_cls, type):
                 raise CandidateError("load", "the candidate program defines no class ModelNew")
@@ -211,9 +236,11 @@ class Worker:
             raise
         except Exception as e:
             raise CandidateError("load", _digest_exception(e, "candidate.py")) from e
+        self._lap("model_init_s")
         self.chan.send(
             "loaded",
             {
+                "phases": dict(self.phases),
                 "load_s": time.monotonic() - started,
                 "state_matched": matched,
                 "extensions": self.extensions,
@@ -230,18 +257,27 @@ class Worker:
             poison(refs)
         self.kept_refs.clear()
         trials.clear()
-        self.chan.send("trials_done", {"integrity": compare(snapshot), "audit": list(self.audit.violations)})
+        self._lap("correctness_trials_s")
+        self.chan.send(
+            "trials_done",
+            {"phases": dict(self.phases), "integrity": compare(snapshot), "audit": list(self.audit.violations)},
+        )
+        asked = time.monotonic()
         if self.chan.recv().type != "time":
             return
+        self._waited(asked)
 
         self.stage = "timing"
         self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot)
         if self.cfg.backend == "cuda" and self.cfg.profile_kernels:
+            asked = time.monotonic()
             if self.chan.recv().type != "profile":  # sent once the device is shared again
                 return
+            self._waited(asked)
             self.stage = "profile"
             self._profile(reference, new_model)
-        self.chan.send("done", {"audit": list(self.audit.violations)})
+            self._lap("profile_s")
+        self.chan.send("done", {"phases": dict(self.phases), "audit": list(self.audit.violations)})
 
     def _capture(self) -> None:
         """Import the candidate only to record its load_inline calls (for building ahead of execution)."""
@@ -368,7 +404,10 @@ class Worker:
                     }
                 )
         flags = degenerate_task_flags(kept_task_samples, self.cfg) if kept_task_samples else []
-        self.chan.send("reference", {"trials": meta, "kept_task_flags": flags}, tensors=payload)
+        self._lap("reference_trials_s")
+        self.chan.send(
+            "reference", {"trials": meta, "kept_task_flags": flags, "phases": dict(self.phases)}, tensors=payload
+        )
         del payload
         self.backend.poison_free_memory()
         return trials
@@ -408,7 +447,8 @@ class Worker:
                 }
             )
         self.backend.synchronize()
-        self.chan.send("reference", {"known": True})
+        self._lap("reference_trials_s")
+        self.chan.send("reference", {"known": True, "phases": dict(self.phases)})
         return trials
 
     def _correctness(self, reference: types.ModuleType, new_model: Any, trials: list[dict[str, Any]]) -> None:
@@ -482,7 +522,9 @@ class Worker:
         """Ask before the next trial; the evaluator answers once the device is ours again (a waiting timing
         may go first)."""
         self.chan.send("next_trial", {})
+        asked = time.monotonic()
         reply = self.chan.recv().type
+        self._waited(asked)
         if reply != "go":
             raise RuntimeError(f"protocol: expected 'go' before the next trial, got {reply!r}")
 
@@ -639,10 +681,12 @@ class Worker:
             )
         except Exception as e:
             raise CandidateError("timing", _digest_exception(e, "candidate.py")) from e
+        self._lap("timing_rounds_s")
         self.chan.send("timed", {})  # the device is free from here: the checked outputs take a while to ship
         self.chan.send(
             "timing",
             {
+                "phases": dict(self.phases),
                 "times_ms": times,
                 "compile": compile_info,
                 "checked": checked_meta,
@@ -652,6 +696,7 @@ class Worker:
             },
             tensors=checked_payload,
         )
+        self._lap("timing_ship_s")
 
     def _profile(self, reference: types.ModuleType, new_model: Any) -> None:
         """One candidate forward under the CUDA profiler: each kernel's name, stream and device time."""
@@ -721,6 +766,9 @@ def main(argv: list[str]) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the evaluator asks "where are you?" on a timeout
     chan = Channel(int(argv[1]), int(argv[2]))
     import torch  # noqa: F401 - imported before the setup arrives, so a pre-started worker is warm
+
+    if "--ahead" in argv[3:]:  # a spare, started before it is needed: the guard's and the profiler's import too
+        import torch._dynamo  # noqa: F401
 
     setup = chan.recv()
     worker: Worker | None = None

@@ -77,7 +77,7 @@ class _WarmWorkers:
         self._lock = threading.Lock()
 
     def _spawn(self, slot: str, cuda: str | None) -> None:
-        w = WorkerProcess(self.config, cuda_visible_devices=cuda)
+        w = WorkerProcess(self.config, cuda_visible_devices=cuda, ahead=True)
         w.start()
         with self._lock:
             old = self._spare.pop(slot, None)
