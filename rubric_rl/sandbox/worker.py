@@ -412,10 +412,20 @@ class Worker:
         self.backend.poison_free_memory()
         return trials
 
-    def _known_reference_trials(self, reference: types.ModuleType) -> list[dict[str, Any]]:
-        """The trials of a reference the evaluator already knows: the same seeded inputs, no reference run."""
+    def _draw_inputs(self, reference: types.ModuleType, trial: dict[str, Any]) -> list[Any]:
+        """A trial's inputs drawn again from its seed and distribution (bit-identical on the same device)."""
         from rubric_rl.sandbox.inputs import make_inputs
 
+        return make_inputs(
+            reference,
+            seed=trial["seed"],
+            device=self.device,
+            distribution=trial["distribution"],
+            backend_seed=self.backend.seed,
+        )
+
+    def _known_reference_trials(self, reference: types.ModuleType) -> list[dict[str, Any]]:
+        """The trials of a reference the evaluator already knows: the same seeded inputs, no reference run."""
         known = self.known_reference or []
         plan = self._trial_plan()
         if [(m.get("distribution"), m.get("seed")) for m in known] != plan:
@@ -427,13 +437,7 @@ class Worker:
             if entry.get("on_device"):
                 raise RuntimeError("protocol: a reference kept on the device cannot be known in advance")
             try:
-                inputs = make_inputs(
-                    reference,
-                    seed=entry["seed"],
-                    device=self.device,
-                    distribution=entry["distribution"],
-                    backend_seed=self.backend.seed,
-                )
+                inputs = self._draw_inputs(reference, entry)
             except Exception as e:
                 raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
             trials.append(
@@ -459,7 +463,6 @@ class Worker:
             describe,
             fingerprint,
             flatten_outputs,
-            make_inputs,
             poison,
             same_bits,
             storage_spans,
@@ -475,13 +478,7 @@ class Worker:
                 self._next_trial()
             inputs_intact = None
             if trial["inputs"] is None:  # drawn again (see _reference_trials); any change means tampering
-                trial_inputs = make_inputs(
-                    reference,
-                    seed=trial["seed"],
-                    device=self.device,
-                    distribution=trial["distribution"],
-                    backend_seed=self.backend.seed,
-                )
+                trial_inputs = self._draw_inputs(reference, trial)
                 inputs_intact = fingerprint(trial_inputs) == trial["input_print"]
             else:
                 trial_inputs = trial["inputs"]
