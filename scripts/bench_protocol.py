@@ -24,21 +24,16 @@ from pathlib import Path
 import torch
 from benchlib import fmt, print_table, write_json
 
-from rubric_rl.sandbox.protocol import Channel, Message, unpack_tensors, widen_pipe
+from rubric_rl.sandbox.protocol import Channel, Message, encode, unpack_tensors, widen_pipe
 
 
 def _old_send(fd: int, values: list) -> None:
     buf = io.BytesIO()
     torch.save(values, buf)
-    data = memoryview(_frame(buf.getvalue()))
+    data = memoryview(encode("trial", {}, buf.getvalue()))
     while data:
         n = os.write(fd, data)
         data = data[n:]
-
-
-def _frame(blob: bytes) -> bytes:
-    header = json.dumps({"type": "trial", "body": {}}).encode()
-    return struct.pack("<IQ", len(header), len(blob)) + header + blob
 
 
 def _old_recv(fd: int) -> list:

@@ -163,7 +163,9 @@ class Evaluator:
         self.builder = builder or Builder(
             config.cache_dir, timeout_s=config.build_timeout_s, jobs=config.build_jobs, use_pch=config.use_pch
         )
-        self.reference_cache = reference_cache or ReferenceCache(config.reference_cache_mb)
+        self.reference_cache = (
+            reference_cache if reference_cache is not None else ReferenceCache(config.reference_cache_mb)
+        )
 
     def evaluate(
         self,

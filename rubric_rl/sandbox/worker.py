@@ -434,8 +434,6 @@ class Worker:
         for entry in known:
             if entry.get("skipped"):
                 continue
-            if entry.get("on_device"):
-                raise RuntimeError("protocol: a reference kept on the device cannot be known in advance")
             try:
                 inputs = self._draw_inputs(reference, entry)
             except Exception as e:
