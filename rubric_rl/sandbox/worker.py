@@ -29,7 +29,7 @@ import traceback
 import types
 from typing import Any
 
-from rubric_rl.sandbox.protocol import Channel
+from rubric_rl.sandbox.protocol import Channel, Message
 
 MAX_ERROR_CHARS = 2000
 
@@ -116,11 +116,14 @@ class Worker:
         self.phases[name] = round(self.phases.get(name, 0.0) + now - self._mark, 4)
         self._mark = now
 
-    def _waited(self, started: float) -> None:
-        """Count the time since ``started`` as waiting for the evaluator, not as the current phase's."""
-        now = time.monotonic()
-        self.phases["evaluator_wait_s"] = round(self.phases.get("evaluator_wait_s", 0.0) + now - started, 4)
-        self._mark += now - started
+    def _recv(self) -> Message:
+        """The evaluator's next message; the wait for it is counted as the evaluator's, not the phase's."""
+        asked = time.monotonic()
+        msg = self.chan.recv()
+        waited = time.monotonic() - asked
+        self.phases["evaluator_wait_s"] = round(self.phases.get("evaluator_wait_s", 0.0) + waited, 4)
+        self._mark += waited
+        return msg
 
     # ---- the evaluator's load_inline -------------------------------------------------------------------------
     def _load_inline(self, *args: Any, **kwargs: Any) -> Any:
@@ -139,9 +142,7 @@ class Worker:
             self.captured.append(spec.model_dump())
             return _CapturedExtension(spec.name)
         self.chan.send("build", {"spec": spec.model_dump()})
-        asked = time.monotonic()
-        reply = self.chan.recv()
-        self._waited(asked)
+        reply = self._recv()
         if reply.type != "built" or not reply.body.get("ok"):
             raise RuntimeError(f"extension {spec.name!r} did not build")
         library, module_name = reply.body["library"], reply.body["module_name"]
@@ -200,10 +201,8 @@ class Worker:
             return
         trials = self._reference_trials(reference, ref_model)
 
-        asked = time.monotonic()
-        if self.chan.recv().type != "load":
+        if self._recv().type != "load":
             return
-        self._waited(asked)
         self.stage = "load"
         from torch.utils import cpp_extension
 
@@ -262,18 +261,14 @@ class Worker:
             "trials_done",
             {"phases": dict(self.phases), "integrity": compare(snapshot), "audit": list(self.audit.violations)},
         )
-        asked = time.monotonic()
-        if self.chan.recv().type != "time":
+        if self._recv().type != "time":
             return
-        self._waited(asked)
 
         self.stage = "timing"
         self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot)
         if self.cfg.backend == "cuda" and self.cfg.profile_kernels:
-            asked = time.monotonic()
-            if self.chan.recv().type != "profile":  # sent once the device is shared again
+            if self._recv().type != "profile":  # sent once the device is shared again
                 return
-            self._waited(asked)
             self.stage = "profile"
             self._profile(reference, new_model)
             self._lap("profile_s")
@@ -517,9 +512,7 @@ class Worker:
         """Ask before the next trial; the evaluator answers once the device is ours again (a waiting timing
         may go first)."""
         self.chan.send("next_trial", {})
-        asked = time.monotonic()
-        reply = self.chan.recv().type
-        self._waited(asked)
+        reply = self._recv().type
         if reply != "go":
             raise RuntimeError(f"protocol: expected 'go' before the next trial, got {reply!r}")
 
