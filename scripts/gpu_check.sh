@@ -2,7 +2,8 @@
 # The GPU check, in one script: environment, the gpu-marked tests (which build real CUDA extensions), and the
 # benchmarks. Run on the H200 device machine from the repository root:
 #   bash scripts/gpu_check.sh [all|tests|sandbox|throughput]
-# Env: GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu tests).
+# Env: GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu tests), GPU_TEST_WORKERS
+# (pytest-xdist processes running the gpu tests side by side; unset: one).
 # Needs: .whl/ (pydantic and friends, missing there) and .device/problems.jsonl (KernelBench problems), both
 # carried with the call. Logs and JSON results go under $OUT (or runs/gpu-check).
 set -uo pipefail
@@ -27,7 +28,7 @@ if [[ $phase == all || $phase == tests ]]; then
   # Per-test limit: a hang dumps every thread's stack into the log instead of eating the whole call.
   # Per-test limit (signal method: the test fails and the run goes on; the builder kills its compile jobs).
   python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-300}" \
-    --timeout-method signal --durations 0 ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | stamp | tee "$OUT/pytest_gpu.log" | tail -40
+    --timeout-method signal --durations 0 ${PYTEST_K:+-k "$PYTEST_K"} ${GPU_TEST_WORKERS:+-n "$GPU_TEST_WORKERS"} 2>&1 | stamp | tee "$OUT/pytest_gpu.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   # The build logs and records (small): what each build did and how long its steps took.
   (cd "$RUBRIC_RL_TEST_CACHE" 2>/dev/null && tar czf "$OUT/test_builds.tgz" --ignore-failed-read \

@@ -476,6 +476,10 @@ class Worker:
             else:
                 trial_inputs = trial["inputs"]
             x = clone_inputs(trial_inputs)
+            # The inputs are complete before the candidate runs, so a candidate whose kernels run on a stream of
+            # their own reads them whole every time: its verdict does not depend on a race it would win or lose
+            # with the copy (the kernel profile then flags the side stream).
+            self.backend.synchronize()
             spans_in = storage_spans(x)
             guard = GuardedCall()
             try:

@@ -46,8 +46,11 @@ def reference() -> str:
 def run(evaluator, reference, path: Path, **overrides):
     if overrides:
         cfg = SandboxConfig.model_validate({**evaluator.config.model_dump(), **overrides})
-        evaluator = Evaluator(cfg, builder=evaluator.builder)
-    return evaluator.evaluate(reference, path.read_text(), task_id=path.stem)
+        # The executor's way: one build cache and one reference cache for every evaluation of a task.
+        evaluator = Evaluator(cfg, builder=evaluator.builder, reference_cache=evaluator.reference_cache)
+    v = evaluator.evaluate(reference, path.read_text(), task_id=path.stem)
+    print(f"{path.stem}: {v.status}, reference reused {v.reference_reused}, {v.durations.model_dump_json()}")
+    return v
 
 
 def test_correct_candidate_on_the_gpu(evaluator, reference):
