@@ -1,7 +1,9 @@
+import math
+
 import pytest
 import torch
 
-from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox import SandboxConfig, correctness
 from rubric_rl.sandbox.config import Tolerance
 from rubric_rl.sandbox.correctness import compare_outputs, compare_tensor, degenerate_task_flags
 
@@ -30,6 +32,8 @@ def meta(t):
         (torch.tensor([float("inf")]), torch.tensor([float("inf")]), 0),
         (torch.tensor([float("inf")]), torch.tensor([1e30]), 1),
         (torch.tensor([-float("inf")]), torch.tensor([float("inf")]), 1),
+        (torch.tensor([1.0]), torch.tensor([float("inf")]), 1),  # a finite value never passes an infinity
+        (torch.tensor([1.0]), torch.tensor([float("nan")]), 1),
         (torch.tensor([1, 2]), torch.tensor([1, 3]), 1),
     ],
 )
@@ -77,3 +81,68 @@ def test_degenerate_flags():
     assert any("constant" in f for f in flags) and any("same outputs" in f for f in flags)
     healthy = [[torch.randn(100)], [torch.randn(100)]]
     assert degenerate_task_flags(healthy, cfg) == []
+
+
+def spec_compare(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_scale: float | None):
+    """The comparison as the module's docstring states it, one element at a time in Python floats."""
+    c_vals, r_vals = cand.double().reshape(-1).tolist(), ref.double().reshape(-1).tolist()
+    atol = tol.atol
+    finite_r = [abs(r) for r in r_vals if math.isfinite(r)]
+    if atol_scale is not None and finite_r:
+        rms = math.sqrt(sum(a * a for a in finite_r) / len(finite_r))
+        atol = min(atol, atol_scale * rms) if rms > 0 else atol
+    bad, max_abs, max_rel = 0, 0.0, 0.0
+    for c, r in zip(c_vals, r_vals, strict=True):
+        if math.isinf(c) and c == r:
+            continue  # the same infinity: no error
+        if not (math.isfinite(c) and math.isfinite(r)):
+            bad, max_abs, max_rel = bad + 1, math.inf, math.inf
+            continue
+        err = abs(c - r)
+        bad += err > atol + tol.rtol * abs(r)
+        max_abs, max_rel = max(max_abs, err), max(max_rel, err / max(abs(r), 1e-12))
+    return bad, max_abs, max_rel
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_the_comparison_follows_its_specification_whatever_the_chunking(monkeypatch, seed, dtype):
+    gen = torch.Generator().manual_seed(seed)
+    n = 257
+    ref = (torch.randn(n, generator=gen, dtype=torch.float64) * 10 ** (seed % 5 - 2)).to(dtype)
+    noise = torch.randn(n, generator=gen, dtype=torch.float64) * 10 ** -(seed % 4 + 1)
+    cand = (ref.double() * (1 + noise)).to(dtype)
+    if seed % 3:  # NaN and infinities in either tensor, on both of the module's paths
+        picks = torch.randperm(n, generator=gen)[:6].tolist()
+        cand[picks[0]], ref[picks[1]] = float("nan"), float("nan")
+        cand[picks[2]] = ref[picks[2]] = float("inf")
+        cand[picks[3]], ref[picks[4]], cand[picks[5]] = -float("inf"), float("inf"), float("inf")
+    tol = Tolerance(atol=1e-3, rtol=1e-3)
+    for atol_scale in (None, 0.01):
+        expected = spec_compare(cand, ref, tol, atol_scale)
+        for chunk in (n, 16, 7):
+            monkeypatch.setattr(correctness, "_CHUNK_HOST", chunk)
+            got = compare_tensor(cand, ref, tol, atol_scale)
+            assert got[0] == expected[0], (chunk, atol_scale)
+            assert got[1:] == pytest.approx(expected[1:], rel=1e-12), (chunk, atol_scale)
+
+
+def test_the_comparison_leaves_float64_tensors_as_they_were():
+    ref = torch.randn(1000, dtype=torch.float64)
+    cand = ref + 1e-9
+    before_c, before_r = cand.clone(), ref.clone()
+    compare_tensor(cand, ref, TOL, 0.01)
+    assert torch.equal(cand, before_c) and torch.equal(ref, before_r)  # the in-place passes work on copies
+
+
+def test_degenerate_flags_on_outputs_larger_than_a_chunk(monkeypatch):
+    monkeypatch.setattr(correctness, "_CHUNK_HOST", 64)
+    cfg = SandboxConfig()
+    healthy = [[torch.randn(1000)], [torch.randn(1000)]]
+    assert degenerate_task_flags(healthy, cfg) == []
+    late = torch.zeros(1000)
+    late[-1] = 1.0  # zeros fail only in the last chunk
+    assert degenerate_task_flags([[late], [late + 1e-3]], cfg) == []
+    assert any("zeros" in f for f in degenerate_task_flags([[torch.full((1000,), 1e-7)]], cfg))
+    const = torch.full((1000,), 3.0, dtype=torch.float16)
+    assert any("constant (3)" in f for f in degenerate_task_flags([[const]], cfg))

@@ -48,7 +48,7 @@ def test_chunked_comparison_matches_the_whole_tensor_one(monkeypatch):
     c[17], c[9000], c[5] = 5.0, float("nan"), float("inf")
     tol = Tolerance(atol=1e-2, rtol=1e-2)
     whole = correctness.compare_tensor(c, r, tol, 0.01)
-    monkeypatch.setattr(correctness, "_CHUNK", 97)
+    monkeypatch.setattr(correctness, "_CHUNK_HOST", 97)
     assert correctness.compare_tensor(c, r, tol, 0.01) == whole
     assert whole[0] == 3
 

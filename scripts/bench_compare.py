@@ -1,0 +1,78 @@
+"""Seconds the evaluator spends judging one output on the host: the comparison of a candidate's output with the
+reference's (``correctness.compare_tensor``) and the degenerate-task check on the reference's outputs
+(``correctness.degenerate_task_flags``, two trials).
+
+    python scripts/bench_compare.py [--sizes-m 16,64] [--repeats 3] [--threads N] [--out runs/bench_compare.json]
+
+Sizes are millions of float32 elements (64M is a Level 1 output after KernelBench enlarged its problems); the
+candidate is the reference plus noise well inside the tolerance, so every element is compared and passes. An
+evaluation compares 11 such outputs (5 task trials, 2 other distributions, 4 checked timing rounds) and checks
+the reference once per task; with 4 slots sharing a GPU, 4 evaluations compare at once on the host's cores.
+The script only calls the module's public functions, so it measures any commit of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+from benchlib import fmt, print_table, write_json
+
+from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.correctness import compare_tensor, degenerate_task_flags, tolerance_for
+
+
+def seconds(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes-m", default="16,64")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_compare.json"))
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = SandboxConfig(backend="cpu")
+    tol = tolerance_for(torch.float32, cfg)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True).stdout.strip()
+    report: dict = {"commit": commit, "threads": torch.get_num_threads(), "cores": os.cpu_count(), "results": []}
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for m in (int(s) for s in args.sizes_m.split(",")):
+        ref = torch.randn(m << 20, generator=gen)
+        cand = ref + 1e-7 * torch.randn(m << 20, generator=gen)
+        other = torch.randn(m << 20, generator=gen)
+        result = compare_tensor(cand, ref, tol, cfg.atol_scale)
+        assert result[0] == 0, result
+        compare_s = seconds(lambda: compare_tensor(cand, ref, tol, cfg.atol_scale), args.repeats)  # noqa: B023
+        flags_s = seconds(lambda: degenerate_task_flags([[ref], [other]], cfg), args.repeats)  # noqa: B023
+        med = {"compare": statistics.median(compare_s), "flags": statistics.median(flags_s)}
+        report["results"].append(
+            {"m_elements": m, "compare_s": compare_s, "flags_s": flags_s, "median_s": med, "result": list(result)}
+        )
+        rows.append(
+            [str(m), fmt(med["compare"], ".3f"), fmt(m * 4 / 1024 / med["compare"], ".2f"), fmt(med["flags"], ".3f")]
+        )
+        write_json(args.out, report)
+    print_table(
+        f"host comparison at {commit}, median of {args.repeats} ({torch.get_num_threads()} threads)",
+        ["M float32", "compare s", "GB/s (one tensor)", "degenerate check s"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    main()
