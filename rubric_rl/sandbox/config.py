@@ -34,6 +34,18 @@ def _default_tolerances() -> dict[str, Tolerance]:
     }
 
 
+def default_reference_cache_mb() -> float:
+    """An eighth of the host's physical memory (2048 MB where it cannot be read).
+
+    It must hold every task of a batch at once: least-recently-used eviction keeps nothing when a batch's
+    references exceed the budget, as 2 GB did for 12 KernelBench tasks on the H200 (1 hit in 26 lookups; one
+    Level 1 task's seven trials of 64M-element outputs are 1.9 GB)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 8 / 2**20
+    except (AttributeError, OSError, ValueError):
+        return 2048.0
+
+
 def default_cache_dir() -> Path:
     base = os.environ.get("RUBRIC_RL_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "rubric-rl"
@@ -102,10 +114,11 @@ class SandboxConfig(BaseModel):
         "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship.",
     )
     reference_cache_mb: float = Field(
-        default=2048.0,
+        default_factory=default_reference_cache_mb,
         ge=0,
         description="Evaluator memory for reference outputs reused across a task's candidates (same reference, "
-        "trial plan and device; see rubric_rl.sandbox.reference_cache); 0 runs the reference for every candidate.",
+        "trial plan and device; see rubric_rl.sandbox.reference_cache); 0 runs the reference for every candidate. "
+        "Default: an eighth of the host's memory.",
     )
     measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
     perf_trials: int = Field(default=100, ge=1, description="Timed calls per model.")

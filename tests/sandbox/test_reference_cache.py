@@ -28,6 +28,15 @@ def test_the_cache_is_bounded_in_bytes_and_evicts_the_least_recently_used():
     assert stats["hits"] == 3 and stats["misses"] == 2
 
 
+def test_the_default_budget_holds_a_batch_of_large_tasks():
+    # 12 tasks with two 1.9 GB references among them thrashed the old 2 GB default (1 hit in 26 on the H200).
+    import os
+
+    host_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
+    assert SandboxConfig().reference_cache_mb == pytest.approx(host_mb / 8)
+    assert SandboxConfig(reference_cache_mb=0).reference_cache_mb == 0
+
+
 def test_the_key_follows_what_the_reference_outputs_depend_on():
     cfg = SandboxConfig()
     key = reference_key("ref", cfg, "gpu 0")
