@@ -162,6 +162,7 @@ class LocalExecutor(Executor):
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
         self.memory_retries = 0
+        self.memory_retried: list[str] = []  # what each retry was: "candidate TASK" or "baseline TASK"
         self.started = time.monotonic()
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
@@ -245,6 +246,8 @@ class LocalExecutor(Executor):
                 if self._alone_config is not None and out_of_device_memory(verdict):
                     # Its share of a divided GPU was too small: that is ours to fix, not the candidate's fault.
                     self.memory_retries += 1
+                    self.memory_retried.append(f"candidate {task.id}")
+                    log.info("task %s: a candidate ran out of its share of GPU memory; evaluating it alone", task.id)
                     alone = Evaluator(
                         self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
                         builder=self.builder,
@@ -275,6 +278,8 @@ class LocalExecutor(Executor):
                 if self._alone_config is None or "out of memory" not in str(e).lower():
                     raise
             self.memory_retries += 1  # its share of a divided GPU was too small: measured again, alone
+            self.memory_retried.append(f"baseline {task.id}")
+            log.info("task %s: the baseline ran out of its share of GPU memory; measuring it alone", task.id)
             alone = Evaluator(self._alone_config, builder=self.builder)
             return alone.measure_baseline(
                 task.code, cuda_visible_devices=env, gate=gate, alone=True, timing_cores=cores
@@ -301,6 +306,7 @@ class LocalExecutor(Executor):
             },
             "reference_outputs": self.evaluator.reference_cache.stats(),
             "memory_retries": self.memory_retries,
+            "memory_retried": list(self.memory_retried),
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.config.build_workers,
