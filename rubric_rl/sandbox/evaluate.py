@@ -882,7 +882,11 @@ class Evaluator:
             if t.eager is not None:
                 speedup_eager = t.eager.median_ms / t.candidate.median_ms
             if t.compile is not None:
-                speedup_compile = t.compile.median_ms / t.candidate.median_ms
+                # A reused compile time was measured in another run, beside that run's eager: scaled by how eager
+                # moved since, it is the baseline's compile/eager ratio times this run's eager/candidate one, each
+                # measured in interleaved rounds, so drift between the two runs cancels.
+                scale = t.eager_drift if t.baseline_source == "reused" and t.eager_drift else 1.0
+                speedup_compile = t.compile.median_ms * scale / t.candidate.median_ms
         env = run.env
         return Verdict(
             status=status,  # type: ignore[arg-type]

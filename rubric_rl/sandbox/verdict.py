@@ -160,7 +160,11 @@ class Verdict(BaseModel):
     trials: list[TrialResult] = Field(default_factory=list)
     timings: Timings | None = None
     speedup_eager: float | None = Field(default=None, description="Eager median / candidate median (correct only).")
-    speedup_compile: float | None = Field(default=None, description="Compile median / candidate median.")
+    speedup_compile: float | None = Field(
+        default=None,
+        description="Compile median / candidate median. With a reused baseline the compile median is scaled by "
+        "eager_drift: the baseline's compile/eager ratio times this run's eager/candidate ratio.",
+    )
     kernels: list[KernelLaunch] = Field(default_factory=list)
     own_kernel_time_share: float | None = Field(
         default=None, description="Share of the forward's GPU kernel time in the candidate's own kernels."

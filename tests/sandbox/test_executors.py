@@ -234,6 +234,9 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     assert len(calls) == 1 and v.durations.device_wait_s >= 0.5
     assert v.timings.baseline_source == "reused" and v.timings.compile.median_ms == 1.0
     assert v.speedup_compile is not None and v.timings.eager_drift is not None
+    # The reused compile time follows eager's drift since the baseline: 1.0 ms at an eager of 2.0 ms there.
+    t = v.timings
+    assert v.speedup_compile == pytest.approx(1.0 / 2.0 * t.eager.median_ms / t.candidate.median_ms)
 
     missing = Evaluator(cfg).evaluate(reference, program, await_baseline=lambda: None)
     assert missing.status == "correct" and missing.speedup_compile is None
