@@ -27,8 +27,8 @@ def tolerance_for(dtype: torch.dtype, config: SandboxConfig) -> Tolerance:
 
 
 # Elements compared at a time. On the host a chunk's float64 temporaries stay inside the CPU's caches, so the
-# dozen passes over a chunk run from cache instead of memory (6.5 s -> 0.3 s for 64M float32 elements on 2
-# cores, scripts/bench_compare.py); on a GPU a chunk keeps the temporaries near 128 MB whatever the output size.
+# dozen passes over a chunk run from cache instead of memory (6.1-6.7 s -> 0.13-0.86 s for 64M float32 elements on
+# 2 cores, scripts/bench_compare.py); on a GPU a chunk keeps the temporaries near 128 MB whatever the output size.
 _CHUNK = 1 << 24
 _CHUNK_HOST = 1 << 18
 
@@ -86,7 +86,7 @@ def _compare_finite(
     c_all: torch.Tensor, r_all: torch.Tensor, atol: float, rtol: float, chunk: int
 ) -> tuple[int, float, float] | None:
     """The comparison of real tensors whose values are all finite, in place on float64 copies of each chunk
-    (a third of the passes of the general one); None as soon as the errors show a non-finite value. Same
+    (a third of the passes of the general one); None when the errors show a non-finite value. Same
     arithmetic as ``_compare_general``, so the same results."""
     bad, max_abs, max_rel = [], [], []
     for i in range(0, r_all.numel(), chunk):

@@ -161,8 +161,7 @@ class LocalExecutor(Executor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
-        self.memory_retries = 0
-        self.memory_retried: list[str] = []  # what each retry was: "candidate TASK" or "baseline TASK"
+        self.memory_retried: list[str] = []  # each retry alone: "candidate TASK" or "baseline TASK"
         self.started = time.monotonic()
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
@@ -245,7 +244,6 @@ class LocalExecutor(Executor):
                 verdict = await loop.run_in_executor(self._exec_pool, run, evaluator, False)
                 if self._alone_config is not None and out_of_device_memory(verdict):
                     # Its share of a divided GPU was too small: that is ours to fix, not the candidate's fault.
-                    self.memory_retries += 1
                     self.memory_retried.append(f"candidate {task.id}")
                     log.info("task %s: a candidate ran out of its share of GPU memory; evaluating it alone", task.id)
                     alone = Evaluator(
@@ -277,7 +275,7 @@ class LocalExecutor(Executor):
             except BaselineError as e:
                 if self._alone_config is None or "out of memory" not in str(e).lower():
                     raise
-            self.memory_retries += 1  # its share of a divided GPU was too small: measured again, alone
+            # Its share of a divided GPU was too small: measured again, alone.
             self.memory_retried.append(f"baseline {task.id}")
             log.info("task %s: the baseline ran out of its share of GPU memory; measuring it alone", task.id)
             alone = Evaluator(self._alone_config, builder=self.builder)
@@ -305,7 +303,7 @@ class LocalExecutor(Executor):
                 "failed": self.baselines.failed,
             },
             "reference_outputs": self.evaluator.reference_cache.stats(),
-            "memory_retries": self.memory_retries,
+            "memory_retries": len(self.memory_retried),
             "memory_retried": list(self.memory_retried),
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
