@@ -113,6 +113,14 @@ class SandboxConfig(BaseModel):
         "positions it draws after the output exists) instead of being copied to the evaluator: multi-GB outputs "
         "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship.",
     )
+    ship_timed_outputs_max_mb: float = Field(
+        default=16.0,
+        gt=0,
+        description="A checked timed round whose candidate and eager outputs together are larger than this is "
+        "compared on the device inside the worker, with the evaluator's spot check, instead of being copied to "
+        "the evaluator: the copy runs while the device is held for timing alone (on an H200, L1-40's rounds, "
+        "which copied two 256 MB outputs in each of 4 checked rounds, took 2.9 s for 0.9 s of timed calls).",
+    )
     reference_cache_mb: float = Field(
         default_factory=default_reference_cache_mb,
         ge=0,

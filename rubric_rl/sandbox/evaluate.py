@@ -518,8 +518,8 @@ class Evaluator:
                 )
             run.durations.load_s = run.close_stage()
             run.stage = "correctness"
-        elif msg.type == "next_trial":  # between two trials: a waiting timing goes first
-            waited = hold.yield_to_writers()
+        elif msg.type == "next_trial":  # before a trial: a waiting timing goes first
+            waited = hold.to("shared") if hold.mode is None else hold.yield_to_writers()
             run.durations.device_wait_s += waited
             run.paused_s += waited
             chan.send("go")
@@ -527,6 +527,9 @@ class Evaluator:
         elif msg.type == "sample_request":  # positions drawn now, after the candidate's output exists
             chan.send("sample", {"seed": secrets.randbits(62), "k": SPOT_CHECK_SAMPLES})
         elif msg.type == "trial":
+            # The worker finished the trial's device work before sending it and waits for "go" before the next:
+            # the device is not this evaluation's while its outputs are compared here.
+            hold.to(None)
             self._trial(run, body, unpack_tensors(msg))
         elif msg.type == "trials_done":
             self._integrity(run, body)
@@ -776,16 +779,24 @@ class Evaluator:
             )
             return result.model_copy(update={"passed": False, "error": "the kept reference output was changed"})
         half = len(values) // 2
+        return self._spot_checked(run, result, values[:half], values[half:], f"trial {index}")
+
+    def _spot_checked(self, run: _Run, result: TrialResult, cand: list[Any], ref: list[Any], what: str) -> TrialResult:
+        """The worker's comparison, unless the evaluator's own one of the sampled positions contradicts it."""
+        if len(cand) != len(ref):
+            raise ProtocolError(f"{what}: a spot-check sample without its pairs")
+        if result.passed and result.numel and not any(isinstance(c, torch.Tensor) for c in cand):
+            raise ProtocolError(f"{what}: a passing comparison in the worker came without its spot-check sample")
         loose = self.config.model_copy(update={"atol_scale": None})  # the full check's RMS cap only tightens
-        for i, (c, r) in enumerate(zip(values[:half], values[half:], strict=True)):
+        for i, (c, r) in enumerate(zip(cand, ref, strict=True)):
             if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
                 continue
-            spot = compare_host_outputs([c], [r], loose, index=index, distribution=ref["distribution"], seed=0)
+            spot = compare_host_outputs([c], [r], loose, index=result.index, distribution=result.distribution, seed=0)
             if not spot.passed and result.passed:
                 run.add_finding(
                     "protocol.comparison_mismatch",
                     "protocol",
-                    f"trial {index}, output {i}: the worker's comparison passed but the evaluator's spot check of "
+                    f"{what}, output {i}: the worker's comparison passed but the evaluator's spot check of "
                     f"{c.numel()} sampled positions failed ({spot.error})",
                 )
                 return result.model_copy(update={"passed": False, "error": f"spot check failed: {spot.error}"})
@@ -830,14 +841,20 @@ class Evaluator:
         run.timings = timings
         run.durations.timing_s = sum(sum(v) for v in times.values()) / 1000.0
         for meta, (eager_out, cand_out) in zip(body.get("checked", []), checked, strict=False):
-            if "device_result" in meta:  # too large to ship: compared in the worker
+            if "device_result" in meta:  # too large to copy while timing: compared in the worker, spot-checked
                 try:
                     result = TrialResult.model_validate(meta["device_result"])
                 except ValueError as e:
                     raise ProtocolError(f"unreadable timed-round result ({e})") from None
                 result = result.model_copy(
-                    update={"index": len(run.trials), "distribution": "timed", "compared_in": "worker"}
+                    update={
+                        "index": len(run.trials),
+                        "distribution": "timed",
+                        "seed": int(meta["seed"]),
+                        "compared_in": "worker",
+                    }
                 )
+                result = self._spot_checked(run, result, cand_out, eager_out, f"timed round {meta['round']}")
             else:
                 result = compare_host_outputs(
                     cand_out, eager_out, cfg, index=len(run.trials), distribution="timed", seed=int(meta["seed"])

@@ -500,9 +500,9 @@ class Worker:
             }
             if trial["index"] in self.kept_refs:
                 host = self._compare_kept(trial, out, body)
+                poison(self.kept_refs.pop(trial["index"])[0])  # its one use is over
             else:
                 host = [to_host(o) for o in out]
-            self.chan.send("trial", body, tensors=host)
             poison(
                 [
                     o
@@ -510,6 +510,10 @@ class Worker:
                     if not (a or p)
                 ]
             )
+            # The trial's device work is over before the evaluator hears of it: it lets timings have the device
+            # while it compares on the host, and this worker asks again before its next trial.
+            self.backend.synchronize()
+            self.chan.send("trial", body, tensors=host)
             del out, x, host
 
     def _next_trial(self) -> None:
@@ -527,7 +531,7 @@ class Worker:
         the sampled values itself; the fingerprint says whether the kept reference changed since before the
         candidate was imported."""
         from rubric_rl.sandbox.correctness import compare_outputs
-        from rubric_rl.sandbox.inputs import describe, fingerprint, sample_pairs
+        from rubric_rl.sandbox.inputs import describe, fingerprint
 
         refs, printed = self.kept_refs[trial["index"]]
         result = compare_outputs(
@@ -542,12 +546,19 @@ class Worker:
         )
         body["device_result"] = result.model_dump(mode="json")
         body["reference_intact"] = fingerprint(refs) == printed
-        self.chan.send("sample_request", {"index": trial["index"]})
+        cs, rs = self._spot_sample(out, refs, {"index": trial["index"]})
+        return cs + rs
+
+    def _spot_sample(self, cand: list[Any], ref: list[Any], about: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        """Host copies of both outputs at positions the evaluator draws now, after the candidate's output
+        exists (so it cannot have been made right only there)."""
+        from rubric_rl.sandbox.inputs import sample_pairs
+
+        self.chan.send("sample_request", about)
         reply = self.chan.recv()
         if reply.type != "sample":
-            raise CandidateError("correctness", f"expected a sample seed, got {reply.type!r}")
-        cs, rs = sample_pairs(out, refs, int(reply.body["seed"]), int(reply.body["k"]))
-        return cs + rs
+            raise CandidateError(self.stage, f"expected a sample seed, got {reply.type!r}")
+        return sample_pairs(cand, ref, int(reply.body["seed"]), int(reply.body["k"]))
 
     def _compile_reference(
         self, reference: types.ModuleType, ref_model: Any, init_inputs: list[Any], *, rearm: bool
@@ -638,7 +649,9 @@ class Worker:
             cand = flatten_outputs(outputs["candidate"])
             eager = flatten_outputs(outputs["eager"])
             entry: dict[str, Any] = {"round": r, "seed": timing_seed + r}
-            if nbytes(eager) > self.cfg.ship_outputs_max_mb * 2**20:  # too large to ship: compared here
+            # Copying large outputs would hold the device for timing alone: compared here, then spot-checked by
+            # the evaluator on positions it draws now. Eager's output is this process's either way.
+            if nbytes(eager) + nbytes(cand) > self.cfg.ship_timed_outputs_max_mb * 2**20:
                 result = compare_outputs(
                     [describe(o) for o in cand],
                     cand,
@@ -650,7 +663,8 @@ class Worker:
                     seed=timing_seed + r,
                 )
                 entry["device_result"] = result.model_dump(mode="json")
-                checked_payload.append([[], []])
+                cs, es = self._spot_sample(cand, eager, {"round": r})
+                checked_payload.append([es, cs])
             else:
                 checked_payload.append([[to_host(o) for o in eager], [to_host(o) for o in cand]])
             checked_meta.append(entry)

@@ -293,6 +293,29 @@ def test_correctness_gives_way_to_a_waiting_timing_between_trials(sandbox, examp
     assert all(e1 <= b2 for (_, e1), (b2, _) in zip(spans, spans[1:], strict=False))
 
 
+def test_the_device_is_free_while_the_evaluator_compares_a_trial(sandbox, examples_dir, monkeypatch):
+    # On the H200 a slot held the device shared while its evaluator read and compared each 256 MB trial output
+    # (about a second each), and waiting timings waited for it: the worker now finishes a trial's device work
+    # before sending it, and the evaluator compares holding no gate.
+    from rubric_rl.sandbox import Evaluator
+
+    gate = _RecordingGate()
+    held: list[tuple[int, bool]] = []
+    compare_trial = Evaluator._trial
+
+    def recording(self, run, body, values):
+        held.append((gate._readers, gate._writer))
+        return compare_trial(self, run, body, values)
+
+    monkeypatch.setattr(Evaluator, "_trial", recording)
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+    v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    assert v.status == "correct", v.errors
+    assert len(held) == len([t for t in v.trials if t.distribution != "timed"]) > 1
+    assert held == [(0, False)] * len(held)
+
+
 def test_stage_durations_add_up_to_the_total(sandbox, examples_dir):
     # On the H200 the stages of a verdict summed to 24 of its 31 s: the evaluator's own handling of the
     # reference outputs, the worker's load preamble and the timed rounds' output checks were in no stage.

@@ -64,6 +64,7 @@ def kept(build_cache: Path) -> Evaluator:
             compile_baseline=False,
             checked_timed_outputs=2,
             ship_outputs_max_mb=TINY_MB,
+            ship_timed_outputs_max_mb=TINY_MB,
         )
     )
 
@@ -99,6 +100,35 @@ def test_a_worker_result_contradicted_by_the_spot_check_fails():
     assert not result.passed and "protocol.comparison_mismatch" in rules
     honest, rules = _kept_trial({"device_result": _forged(), "reference_intact": True}, [r.clone(), r])
     assert honest.passed and honest.compared_in == "worker" and honest.seed == 42 and rules == []
+
+
+def _timed_round(meta: dict, eager: list, cand: list):
+    cfg = SandboxConfig(backend="cpu", compile_baseline=False)
+    run = _Run(config=cfg, candidate="")
+    body = {"times_ms": {"candidate": [1.0], "eager": [2.0]}, "checked": [meta]}
+    Evaluator(cfg)._timing(run, body, [[eager, cand]])
+    return run.trials[-1], [f.rule for f in run.findings]
+
+
+def test_a_timed_round_compared_in_the_worker_is_spot_checked():
+    # The timed rounds' large outputs are compared in the worker (copying them would hold the device for
+    # timing alone); the worker's verdict on a round stands only if the evaluator's sample agrees.
+    e = torch.randn(64)
+    meta = {"round": 7, "seed": 99, "device_result": _forged()}
+    result, rules = _timed_round(meta, [e], [e + 1.0])
+    assert not result.passed and "protocol.comparison_mismatch" in rules and "protocol.timed_output_mismatch" in rules
+    honest, rules = _timed_round(meta, [e], [e.clone()])
+    assert honest.passed and honest.compared_in == "worker" and honest.distribution == "timed" and rules == []
+    assert honest.seed == 99
+
+
+def test_a_passing_worker_comparison_without_its_sample_breaks_the_protocol():
+    from rubric_rl.sandbox.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError):
+        _timed_round({"round": 0, "seed": 1, "device_result": _forged()}, [], [])
+    with pytest.raises(ProtocolError):
+        _kept_trial({"device_result": _forged(), "reference_intact": True}, [None, None])
 
 
 def test_a_changed_kept_reference_is_tampering():
