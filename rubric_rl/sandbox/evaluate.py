@@ -417,6 +417,7 @@ class Evaluator:
                         "candidate": run.candidate,
                         "reuse_compile_baseline": reuse,
                         "known_reference": run.known_reference.meta if run.known_reference else None,
+                        "sent_at": time.monotonic(),  # the system's monotonic clock, which the worker shares
                     },
                 )
                 run.stage = "setup"

@@ -782,10 +782,15 @@ def main(argv: list[str]) -> int:
     if "--ahead" in argv[3:]:  # a spare, started before it is needed: the guard's and the profiler's import too
         import torch._dynamo  # noqa: F401
 
+    ready_at = time.monotonic()
     setup = chan.recv()
     worker: Worker | None = None
     try:
         worker = Worker(chan, setup.body)
+        # How long the evaluation waited for this interpreter to import torch (a spare not yet ready).
+        sent_at = setup.body.get("sent_at")
+        if isinstance(sent_at, (int, float)):
+            worker.phases["start_wait_s"] = round(max(0.0, ready_at - sent_at), 4)
         worker.run()
     except CandidateError as e:
         chan.send(

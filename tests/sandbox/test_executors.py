@@ -346,6 +346,8 @@ def test_a_spare_worker_imports_what_the_load_stage_needs_before_its_setup(sandb
     assert cold.status == warm.status == "correct", (cold.errors, warm.errors)
     before, after = cold.durations.worker["load_preamble_s"], warm.durations.worker["load_preamble_s"]
     assert after < 0.5 * before, (before, after)
+    # A worker started for the evaluation imports torch after its setup was sent: the verdict says how long.
+    assert cold.durations.worker["start_wait_s"] > 0.2 and warm.durations.worker["start_wait_s"] >= 0.0
 
 
 def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examples_dir, monkeypatch):
