@@ -30,6 +30,7 @@ from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
 from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
+from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.process import WorkerProcess
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
@@ -61,9 +62,10 @@ def visible_gpus() -> list[dict[str, str]]:
 
 
 def out_of_device_memory(verdict: Verdict) -> bool:
-    """The candidate failed because the GPU ran out of memory (CUDA's allocator or torch's limit)."""
+    """The evaluation failed because the GPU ran out of memory: torch's limit or CUDA's allocator, and a raw
+    allocation's ``CUDA error: out of memory`` (cuBLAS's workspace, a kernel's cudaMalloc), in any stage."""
     return verdict.status == "runtime_error" and any(
-        "OutOfMemoryError" in e or "CUDA out of memory" in e for e in verdict.errors
+        "OutOfMemoryError" in e or "out of memory" in e.lower() for e in verdict.errors
     )
 
 
@@ -154,6 +156,7 @@ class LocalExecutor(Executor):
         self._baseline_workers = self.config.baseline_workers_per_gpu if sandbox.backend == "cuda" else 1
         self._baseline_pool = ThreadPoolExecutor(len(devices) * self._baseline_workers, thread_name_prefix="baseline")
         self._baseline_devices: asyncio.Queue[str] | None = None
+        self._memory: MemoryShares | None = None  # who holds each device's memory (see memory_shares)
         self._devices = devices
         self._warm = _WarmWorkers(sandbox, self.config.prewarm)
         self._free: asyncio.Queue[str] | None = None
@@ -162,6 +165,8 @@ class LocalExecutor(Executor):
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
         self.memory_retried: list[str] = []  # each retry alone: "candidate TASK" or "baseline TASK"
+        self._whole_memory_tasks: set[str] = set()  # tasks (by code) whose reference trials need a whole GPU
+        self.memory_waits: list[float] = []  # seconds each candidate's retry waited for the device's whole memory
         self.started = time.monotonic()
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
@@ -179,6 +184,7 @@ class LocalExecutor(Executor):
             for slot in self._slots:
                 self._free.put_nowait(slot)
             self._pending = asyncio.Semaphore(self.config.max_pending)
+            self._memory = MemoryShares(self._devices)
             self._baseline_devices = asyncio.Queue()
             for _ in range(self._baseline_workers):
                 for device in self._devices:
@@ -190,6 +196,8 @@ class LocalExecutor(Executor):
 
     async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         free, pending = self._queues()
+        memory = self._memory
+        assert memory is not None
         started = time.monotonic()
         async with pending:
             loop = asyncio.get_running_loop()
@@ -241,17 +249,31 @@ class LocalExecutor(Executor):
                         timing_cores=self.cores.timing.get(device),
                     )
 
-                verdict = await loop.run_in_executor(self._exec_pool, run, evaluator, False)
-                if self._alone_config is not None and out_of_device_memory(verdict):
-                    # Its share of a divided GPU was too small: that is ours to fix, not the candidate's fault.
-                    self.memory_retried.append(f"candidate {task.id}")
-                    log.info("task %s: a candidate ran out of its share of GPU memory; evaluating it alone", task.id)
+                whole = self._alone_config is not None and task.code in self._whole_memory_tasks
+                if not whole:
+                    async with memory.share(device):
+                        verdict = await loop.run_in_executor(self._exec_pool, run, evaluator, False)
+                    whole = self._alone_config is not None and out_of_device_memory(verdict)
+                    if whole:
+                        # Its share of a divided GPU was too small: that is ours to fix, not the candidate's fault.
+                        self.memory_retried.append(f"candidate {task.id}")
+                        log.info("task %s: the evaluation ran out of its share of GPU memory; again, alone", task.id)
+                        if (verdict.infra_error or "").startswith("task error"):
+                            # The task's own trials need more than a share (KernelBench L1-19's 6 GB outputs):
+                            # its later candidates take the whole memory at once.
+                            self._whole_memory_tasks.add(task.code)
+                if whole:
+                    assert self._alone_config is not None
+                    if measuring is not None:  # its baseline takes a share: settled before the whole is asked for
+                        await asyncio.wait([measuring])
                     alone = Evaluator(
                         self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
                         builder=self.builder,
                         reference_cache=self.evaluator.reference_cache,
                     )
-                    verdict = await loop.run_in_executor(self._exec_pool, run, alone, True)
+                    async with memory.whole(device) as waited:
+                        self.memory_waits.append(round(waited, 3))
+                        verdict = await loop.run_in_executor(self._exec_pool, run, alone, True)
             finally:
                 free.put_nowait(slot)
         self.evaluations += 1
@@ -262,8 +284,8 @@ class LocalExecutor(Executor):
 
         key = baseline_key(task.code, self.sandbox, self.device_name, torch.__version__)
         self._queues()
-        devices = self._baseline_devices
-        assert devices is not None
+        devices, memory = self._baseline_devices, self._memory
+        assert devices is not None and memory is not None
         loop = asyncio.get_running_loop()
 
         def measure_on(device: str) -> TaskBaseline:
@@ -286,7 +308,9 @@ class LocalExecutor(Executor):
         async def measure() -> TaskBaseline:
             device = await devices.get()  # baseline_workers_per_gpu at a time per device (they share its memory)
             try:
-                return await loop.run_in_executor(self._baseline_pool, measure_on, device)
+                # Not behind a whole-memory request: evaluations holding shares may be waiting for this baseline.
+                async with memory.share(device, behind_whole=False):
+                    return await loop.run_in_executor(self._baseline_pool, measure_on, device)
             finally:
                 devices.put_nowait(device)
 
@@ -305,6 +329,8 @@ class LocalExecutor(Executor):
             "reference_outputs": self.evaluator.reference_cache.stats(),
             "memory_retries": len(self.memory_retried),
             "memory_retried": list(self.memory_retried),
+            "memory_waits_s": list(self.memory_waits),
+            "whole_memory_tasks": len(self._whole_memory_tasks),
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.config.build_workers,
