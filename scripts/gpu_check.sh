@@ -25,6 +25,13 @@ status=0
   nvcc --version | tail -1; } 2>&1 | tee "$OUT/env.txt"
 
 if [[ $phase == all || $phase == tests ]]; then
+  # Side by side, every xdist process would run the module fixture that prebuilds all the test programs at
+  # once, inside its first test's time limit: on a cold cache the first four tests hit the 300 s limit on the
+  # H200 host. The fixtures are set up once here first, in one process (the builds then come from the cache).
+  if [[ -n ${GPU_TEST_WORKERS:-} ]]; then
+    python3 -m pytest -m gpu tests/sandbox -q -p no:cacheprovider -o addopts="" --setup-only --timeout 900 \
+      ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | stamp | tail -5
+  fi
   # Per-test limit: a hang dumps every thread's stack into the log instead of eating the whole call.
   # Per-test limit (signal method: the test fails and the run goes on; the builder kills its compile jobs).
   python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-300}" \
