@@ -143,7 +143,12 @@ class SandboxConfig(BaseModel):
     cpu_threads: int | None = Field(default=None, ge=1, description="Threads for torch and OpenMP; None: all cores.")
 
     build_timeout_s: float = Field(default=600.0, gt=0, description="Wall-clock limit of one extension build.")
-    run_timeout_s: float = Field(default=300.0, gt=0, description="Wall-clock limit of the execution worker.")
+    run_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="Limit on the execution worker's own time (s): the evaluator's builds, device-gate waits and "
+        "host-side output comparisons are not counted.",
+    )
     load_timeout_s: float = Field(
         default=120.0, gt=0, description="Limit for importing the candidate and building ModelNew."
     )

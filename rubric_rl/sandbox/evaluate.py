@@ -424,8 +424,11 @@ class Evaluator:
                 run.stage_started = time.monotonic()
                 while True:
                     msg = chan.recv(deadline=deadline)
-                    done, extra = self._handle(run, chan, msg, hold)
-                    deadline += extra
+                    # The limit is on the worker's time: what this side spends on a message (builds, gate
+                    # waits, comparing outputs on the host, slow under a loaded host) is not the candidate's.
+                    handled = time.monotonic()
+                    done = self._handle(run, chan, msg, hold)
+                    deadline += time.monotonic() - handled
                     if done:
                         return
             except Deadline:
@@ -462,8 +465,8 @@ class Evaluator:
             run.durations.teardown_s = time.monotonic() - t0
             hold.release()
 
-    def _handle(self, run: _Run, chan: Channel, msg: Message, hold: GateHold) -> tuple[bool, float]:
-        """Process one message; returns (finished, seconds to add to the deadline: builds and gate waits)."""
+    def _handle(self, run: _Run, chan: Channel, msg: Message, hold: GateHold) -> bool:
+        """Process one message; returns whether the evaluation is finished."""
         cfg = self.config
         body = msg.body
         phases = body.get("phases")
@@ -508,7 +511,7 @@ class Evaluator:
             run.durations.device_wait_s += waited
             run.paused_s += build_s + waited
             chan.send("built", reply)
-            return (not ok), build_s + waited
+            return not ok
         elif msg.type == "loaded":
             self._integrity(run, body)
             if not run.builds:
@@ -524,7 +527,7 @@ class Evaluator:
             run.durations.device_wait_s += waited
             run.paused_s += waited
             chan.send("go")
-            return False, waited
+            return False
         elif msg.type == "sample_request":  # positions drawn now, after the candidate's output exists
             chan.send("sample", {"seed": secrets.randbits(62), "k": SPOT_CHECK_SAMPLES})
         elif msg.type == "trial":
@@ -538,7 +541,7 @@ class Evaluator:
             go = cfg.measure_performance and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
             if not go:
                 chan.send("stop")
-                return True, 0.0
+                return True
             waited = self._settle_baseline(run, hold) + hold.to("exclusive")
             run.durations.device_wait_s += waited
             if run.timing_cores and run.worker_pid is not None:
@@ -546,7 +549,7 @@ class Evaluator:
             run.stage = "timing"
             run.stage_started = time.monotonic()
             chan.send("time")
-            return False, waited
+            return False
         elif msg.type == "timed":
             # The rounds are over: the device is free while the worker ships the checked rounds' outputs and we
             # check them on the host.
@@ -557,20 +560,20 @@ class Evaluator:
             self._timing(run, body, unpack_tensors(msg))
             run.durations.timing_wall_s = run.close_stage()
             if not (cfg.backend == "cuda" and cfg.profile_kernels):
-                return False, 0.0
+                return False
             # The profile is one forward: it needs the device, not the device alone.
             waited = hold.to("shared")
             run.durations.device_wait_s += waited
             run.stage = "profile"
             run.stage_started = time.monotonic()
             chan.send("profile")
-            return False, waited
+            return False
         elif msg.type == "kernels":
             self._kernels(run, body)
             run.durations.profile_s = run.close_stage()
         elif msg.type == "done":
             self._audit(run, body)
-            return True, 0.0
+            return True
         elif msg.type == "error":
             self._audit(run, body)
             stage = body.get("stage", run.stage)
@@ -582,10 +585,10 @@ class Evaluator:
             else:
                 run.runtime_failed = True
                 run.error(f"{stage}: {message}")
-            return True, 0.0
+            return True
         else:
             raise ProtocolError(f"unexpected message {msg.type!r}")
-        return False, 0.0
+        return False
 
     def _build(self, run: _Run, body: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         cfg = self.config

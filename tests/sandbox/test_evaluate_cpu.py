@@ -1,5 +1,6 @@
 """The whole sandbox on the cpu backend, with real C++ extensions: every way a candidate can end."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,22 @@ def test_hang_is_a_timeout(evaluator, reference):
     v = run(evaluator, reference, PROGRAMS / "fault_hang.py", run_timeout_s=15)
     assert v.status == "timeout"
     assert "stage: correctness" in v.errors[0]
+
+
+def test_the_evaluators_own_time_does_not_count_against_the_worker(evaluator, reference, examples_dir, monkeypatch):
+    # Under a loaded host, comparing large outputs here took longer than the worker's whole limit (four gpu
+    # test processes on one H200 host): the worker, idle and waiting for "go", was timed out.
+    compare = Evaluator._trial
+    slow = {"first": True}
+
+    def slow_trial(self, *args, **kwargs):
+        if slow.pop("first", False):
+            time.sleep(16)
+        return compare(self, *args, **kwargs)
+
+    monkeypatch.setattr(Evaluator, "_trial", slow_trial)
+    v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_correct.py", run_timeout_s=15)
+    assert v.status == "correct", v.errors
 
 
 def test_python_exit_zero_is_not_success(evaluator, reference):
