@@ -115,7 +115,12 @@ def kernelbench_style(items: list[tuple], problems: Path) -> list[dict]:
 def baseline_records(ex: LocalExecutor) -> list[dict]:
     """What each task's baseline measurement cost (the cold path pays one per task)."""
     return [
-        {"measure_s": b.measure_s, "compile_warmup_s": b.compile_warmup_s, "device_wait_s": b.device_wait_s}
+        {
+            "measure_s": b.measure_s,
+            "compile_warmup_s": b.compile_warmup_s,
+            "device_wait_s": b.device_wait_s,
+            "phases": b.phases,
+        }
         for b in ex.baselines.measured_baselines()
     ]
 
@@ -138,6 +143,7 @@ def main() -> None:
         "--cache-dir", type=Path, default=None, help="build cache (default: a fresh one; give one to reuse it)"
     )
     ap.add_argument("--slots-per-gpu", type=int, default=ExecutorConfig().slots_per_gpu)
+    ap.add_argument("--baseline-workers", type=int, default=ExecutorConfig().baseline_workers_per_gpu)
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
 
@@ -191,7 +197,14 @@ def main() -> None:
     if not {"b", "c"} <= skip:
         cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build"
         sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
-        ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=args.build_workers, slots_per_gpu=args.slots_per_gpu))
+        ex = LocalExecutor(
+            sandbox,
+            ExecutorConfig(
+                build_workers=args.build_workers,
+                slots_per_gpu=args.slots_per_gpu,
+                baseline_workers_per_gpu=args.baseline_workers,
+            ),
+        )
         evaluations: dict[str, list] = {name: [] for name, _, _ in items}
         for phase in ("b", "c"):
             if phase in skip:

@@ -79,6 +79,12 @@ class TaskBaseline(BaseModel):
     compile_warmup_s: float | None = Field(default=None, description="The compile baseline's first call, seconds.")
     measure_s: float | None = Field(default=None, description="Seconds the measurement took, worker start to end.")
     device_wait_s: float | None = Field(default=None, description="Of which waiting for the device (shared gate).")
+    phases: dict[str, float] = Field(
+        default_factory=dict,
+        description="Where the measurement's time went, as the worker saw it (s): start_wait_s (its interpreter "
+        "importing torch, none for a warm spare), setup_s, reference_model_s, compile_warmup_s, gate_wait_s "
+        "(for the device alone), timing_rounds_s.",
+    )
 
 
 @dataclass
@@ -343,13 +349,15 @@ class Evaluator:
         gate: DeviceGate | None = None,
         alone: bool = False,
         timing_cores: frozenset[int] | None = None,
+        worker: WorkerProcess | None = None,
     ) -> TaskBaseline:
         """Eager and torch.compile timings of a task, measured once and reused across its candidates.
 
         With a ``gate``, the worker's start, the reference and torch.compile's warm-up (seconds of code
         generation on the CPU, then one forward) hold no gate at all, so they never hold up another
         evaluation's timing; the timing holds the device alone (``alone``: everything does), on the device's
-        ``timing_cores`` when they are reserved."""
+        ``timing_cores`` when they are reserved. ``worker``: an already started (warm) worker to use, else a
+        new one."""
         cfg = self.config
         started = time.monotonic()
 
@@ -359,19 +367,19 @@ class Evaluator:
             if msg.type != "warm":
                 return 0.0
             waited = hold.to("exclusive")
-            if timing_cores and worker.proc is not None:
-                pin_process(worker.proc.pid, timing_cores)
+            if timing_cores and process.proc is not None:
+                pin_process(process.proc.pid, timing_cores)
             chan.send("time")
             return waited
 
         with (
-            WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as worker,
+            worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as process,
             GateHold(gate, alone=alone) as hold,
         ):
             setup = {"config": cfg.model_dump(mode="json"), "reference": reference, "candidate": "", "mode": "baseline"}
             try:
                 messages = _conversation(
-                    worker,
+                    process,
                     setup,
                     cfg.run_timeout_s,
                     on_message=on_message,
@@ -379,7 +387,7 @@ class Evaluator:
                 )
             except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
                 raise BaselineError(
-                    f"baseline measurement failed ({type(e).__name__}): {worker.describe_exit()}"
+                    f"baseline measurement failed ({type(e).__name__}): {process.describe_exit()}"
                 ) from None
         timing = next((m for m in messages if m.type == "timing"), None)
         if timing is None:
@@ -394,6 +402,7 @@ class Evaluator:
             compile_warmup_s=compile_info.get("warmup_s"),
             measure_s=round(time.monotonic() - started, 3),
             device_wait_s=round(hold.waited_s, 3),
+            phases={k: round(float(v), 3) for k, v in timing.body.get("phases", {}).items()},
         )
 
     # ---- the worker conversation ------------------------------------------------------------------------------
@@ -961,7 +970,8 @@ def _conversation(
     chan = worker.start()
     if before_setup is not None:
         before_setup()
-    chan.send("setup", setup)
+    # The system's monotonic clock, which the worker shares: it reports how long its start kept us waiting.
+    chan.send("setup", {**setup, "sent_at": time.monotonic()})
     deadline = time.monotonic() + timeout_s
     messages = []
     while True:

@@ -191,9 +191,11 @@ class Worker:
                 if self.cfg.compile_baseline
                 else (None, {})
             )
+            self._lap("compile_warmup_s")
             self.chan.send("warm", {})  # the evaluator answers when the device is ours alone
             if self.chan.recv().type != "time":
                 return
+            self._lap("gate_wait_s")
             self.stage = "timing"
             self._timing(reference, ref_model, None, init_inputs, take_snapshot=None, compiled=compiled)
             self.chan.send("done", {})

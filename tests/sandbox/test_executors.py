@@ -350,6 +350,26 @@ def test_a_spare_worker_imports_what_the_load_stage_needs_before_its_setup(sandb
     assert cold.durations.worker["start_wait_s"] > 0.2 and warm.durations.worker["start_wait_s"] >= 0.0
 
 
+def test_a_baseline_is_measured_on_the_warm_worker_it_is_given_and_says_where_its_time_went(sandbox, examples_dir):
+    # Baselines started a fresh interpreter each (importing torch while the candidates waited for them); the
+    # executor now hands each baseline lane a spare, and the baseline records its worker's phases.
+    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox.process import WorkerProcess
+
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    ev = Evaluator(sandbox)
+    spare = WorkerProcess(sandbox, ahead=True)
+    spare.start()  # imports torch while the cold measurement runs
+    cold = ev.measure_baseline(reference)
+    warm = ev.measure_baseline(reference, worker=spare)
+    assert spare.proc is not None and spare.proc.poll() is not None  # it was the spare that measured, and it ended
+    for b in (cold, warm):
+        assert {"start_wait_s", "setup_s", "reference_model_s", "compile_warmup_s", "gate_wait_s"} <= set(b.phases)
+        assert b.phases["timing_rounds_s"] > 0
+    assert cold.phases["start_wait_s"] > 0.2
+    assert warm.phases["start_wait_s"] < 0.5 * cold.phases["start_wait_s"], (cold.phases, warm.phases)
+
+
 def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examples_dir, monkeypatch):
     # On the H200 the exclusive hold lasted until the timed rounds' checked outputs (2 GB for a 256 MB task)
     # had crossed the pipe: 30 s of timing wall for 1 s of rounds, every other evaluation waiting.

@@ -3,7 +3,8 @@
 A candidate's way through it: wait for a place in the bounded queue (back-pressure: ``evaluate`` waits when
 ``max_pending`` candidates are in flight); capture and build its extensions on a build worker (a thread
 driving compiler processes, ``build_workers`` at a time) while its task's baseline is measured (once per
-task, beside the builds); take an execution slot and a warm worker process; run. Each GPU has
+task, beside the builds, the one a candidate needs soonest first: see ``baseline_lanes``); take an execution
+slot and a warm worker process; run. Each GPU has
 ``slots_per_gpu`` slots and one ``DeviceGate``: correctness checks of its slots overlap, timing holds the
 GPU alone (see ``device_gate``). Every evaluation is a fresh worker process, so a crash or a sticky CUDA
 error ends with that process: the slot's next worker is a new one (and was started ahead, while the
@@ -29,6 +30,7 @@ from rubric_rl.sandbox.cpu_cores import CorePlan, available_cores, pin_process, 
 from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
+from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineLanes
 from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.process import WorkerProcess
@@ -70,7 +72,7 @@ def out_of_device_memory(verdict: Verdict) -> bool:
 
 
 class _WarmWorkers:
-    """One started worker waiting per execution slot, replaced in the background when taken."""
+    """One started worker waiting per execution slot and per baseline lane, replaced in the background when taken."""
 
     def __init__(self, config: SandboxConfig, enabled: bool) -> None:
         self.config = config
@@ -155,7 +157,9 @@ class LocalExecutor(Executor):
         self._exec_pool = ThreadPoolExecutor(len(self._slots), thread_name_prefix="exec")
         self._baseline_workers = self.config.baseline_workers_per_gpu if sandbox.backend == "cuda" else 1
         self._baseline_pool = ThreadPoolExecutor(len(devices) * self._baseline_workers, thread_name_prefix="baseline")
-        self._baseline_devices: asyncio.Queue[str] | None = None
+        # Baseline lanes ("b0.0", "b0.1", ...: baseline_workers_per_gpu per device), each with its warm worker.
+        self._lane_device = {f"b{d}.{k}": d for d in devices for k in range(self._baseline_workers)}
+        self._baseline_lanes: BaselineLanes | None = None  # the most urgent baseline is measured next
         self._memory: MemoryShares | None = None  # who holds each device's memory (see memory_shares)
         self._devices = devices
         self._warm = _WarmWorkers(sandbox, self.config.prewarm)
@@ -185,10 +189,7 @@ class LocalExecutor(Executor):
                 self._free.put_nowait(slot)
             self._pending = asyncio.Semaphore(self.config.max_pending)
             self._memory = MemoryShares(self._devices)
-            self._baseline_devices = asyncio.Queue()
-            for _ in range(self._baseline_workers):
-                for device in self._devices:
-                    self._baseline_devices.put_nowait(device)
+            self._baseline_lanes = BaselineLanes(sorted(self._lane_device, key=lambda lane: lane.split(".")[::-1]))
         return self._free, self._pending
 
     def _cuda_env(self, device: str) -> str | None:
@@ -205,8 +206,11 @@ class LocalExecutor(Executor):
             # The baseline needs no build and the correctness trials need no baseline: it is measured while the
             # candidate compiles and is checked, and awaited only before the candidate's timing.
             measuring = asyncio.ensure_future(self._baseline(task)) if wants_baseline else None
+            lanes, key = self._baseline_lanes, self._baseline_key(task)
+            assert lanes is not None
             if self.config.prebuild:
                 await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
+                lanes.raise_urgency(key, BUILT)
             baseline: TaskBaseline | None = None
             await_baseline = None
             if measuring is not None and measuring.done():
@@ -215,6 +219,7 @@ class LocalExecutor(Executor):
                 pending_baseline = measuring
 
                 async def settled() -> TaskBaseline | None:
+                    lanes.raise_urgency(key, AWAITED)
                     return await pending_baseline
 
                 def await_baseline() -> TaskBaseline | None:  # called from the evaluation's thread
@@ -265,6 +270,7 @@ class LocalExecutor(Executor):
                 if whole:
                     assert self._alone_config is not None
                     if measuring is not None:  # its baseline takes a share: settled before the whole is asked for
+                        lanes.raise_urgency(key, AWAITED)
                         await asyncio.wait([measuring])
                     alone = Evaluator(
                         self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
@@ -279,25 +285,35 @@ class LocalExecutor(Executor):
         self.evaluations += 1
         return verdict
 
-    async def _baseline(self, task: Task) -> TaskBaseline | None:
+    def _baseline_key(self, task: Task) -> str:
         import torch
 
-        key = baseline_key(task.code, self.sandbox, self.device_name, torch.__version__)
+        return baseline_key(task.code, self.sandbox, self.device_name, torch.__version__)
+
+    async def _baseline(self, task: Task) -> TaskBaseline | None:
+        key = self._baseline_key(task)
         self._queues()
-        devices, memory = self._baseline_devices, self._memory
-        assert devices is not None and memory is not None
+        lanes, memory = self._baseline_lanes, self._memory
+        assert lanes is not None and memory is not None
         loop = asyncio.get_running_loop()
 
-        def measure_on(device: str) -> TaskBaseline:
+        def measure_on(lane: str) -> TaskBaseline:
+            device = self._lane_device[lane]
             gate, env, cores = self._gates[device], self._cuda_env(device), self.cores.timing.get(device)
             try:
                 return self.evaluator.measure_baseline(
-                    task.code, cuda_visible_devices=env, gate=gate, timing_cores=cores
+                    task.code,
+                    cuda_visible_devices=env,
+                    gate=gate,
+                    timing_cores=cores,
+                    worker=self._warm.take(lane, env),
                 )
             except BaselineError as e:
                 if self._alone_config is None or "out of memory" not in str(e).lower():
                     raise
-            # Its share of a divided GPU was too small: measured again, alone.
+            # Its share of a divided GPU was too small: measured again, alone. The task's evaluations keep
+            # every trial's reference output besides: they will not fit a share either.
+            self._whole_memory_tasks.add(task.code)
             self.memory_retried.append(f"baseline {task.id}")
             log.info("task %s: the baseline ran out of its share of GPU memory; measuring it alone", task.id)
             alone = Evaluator(self._alone_config, builder=self.builder)
@@ -306,13 +322,11 @@ class LocalExecutor(Executor):
             )
 
         async def measure() -> TaskBaseline:
-            device = await devices.get()  # baseline_workers_per_gpu at a time per device (they share its memory)
-            try:
+            # baseline_workers_per_gpu at a time per device (they share its memory), the most urgent first.
+            async with lanes.lane(key) as lane:
                 # Not behind a whole-memory request: evaluations holding shares may be waiting for this baseline.
-                async with memory.share(device, behind_whole=False):
-                    return await loop.run_in_executor(self._baseline_pool, measure_on, device)
-            finally:
-                devices.put_nowait(device)
+                async with memory.share(self._lane_device[lane], behind_whole=False):
+                    return await loop.run_in_executor(self._baseline_pool, measure_on, lane)
 
         return await self.baselines.get_or_measure(key, measure)
 
