@@ -60,9 +60,10 @@ def test_shares_are_held_side_by_side_and_the_whole_alone():
     asyncio.run(main())
 
 
-def test_a_baseline_share_passes_a_waiting_whole_but_not_a_held_one():
+def test_a_baseline_passes_a_waiting_whole_only_while_a_share_holder_awaits_a_baseline():
     # Evaluations that hold shares may be waiting for their task's baseline: a baseline queued behind a
-    # whole-memory request that waits for those evaluations would never run.
+    # whole-memory request that waits for those evaluations would never run. But a baseline that passes a
+    # waiting request always starves it: on the H200, 31 baselines in a row kept three waiting 203-220 s.
     async def main():
         mem = MemoryShares(["0"])
         held = mem.share("0")
@@ -77,16 +78,35 @@ def test_a_baseline_share_passes_a_waiting_whole_but_not_a_held_one():
 
         w = asyncio.ensure_future(whole())
         await _settle()
-        async with mem.share("0", behind_whole=False):  # passes the waiting request
+        queued_cm = mem.share("0", baseline=True)  # referenced: a collected context manager gives its share back
+        queued = asyncio.ensure_future(queued_cm.__aenter__())
+        await _settle()
+        assert not queued.done()  # nobody waits for it: behind the request
+        async with mem.awaiting_baseline("0"):  # the holder now waits for a baseline
+            await asyncio.wait_for(queued, 1)  # passes the waiting request
             assert mem.holders("0") == 2
+            async with mem.share("0", baseline=True):
+                assert mem.holders("0") == 3
+            later_cm = mem.share("0")
+            later = asyncio.ensure_future(later_cm.__aenter__())  # an evaluation's share never passes
+            await _settle()
+            assert not later.done()
+        await queued_cm.__aexit__(None, None, None)
         await held.__aexit__(None, None, None)
         await w_entered.wait()
-        baseline = asyncio.ensure_future(mem.share("0", behind_whole=False).__aenter__())
-        await _settle()
-        assert not baseline.done()  # the whole is held: nobody else allocates
+        assert not later.done()
+        baseline_cm = mem.share("0", baseline=True)
+        baseline = asyncio.ensure_future(baseline_cm.__aenter__())
+        async with mem.awaiting_baseline("0"):
+            await _settle()
+            assert not baseline.done()  # the whole is held: nobody else allocates
         w_release.set()
         await asyncio.wait_for(baseline, 1)
+        await baseline_cm.__aexit__(None, None, None)
+        await asyncio.wait_for(later, 1)
+        await later_cm.__aexit__(None, None, None)
         await w
+        assert mem.holders("0") == 0
 
     asyncio.run(main())
 

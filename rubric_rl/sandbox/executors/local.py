@@ -220,7 +220,9 @@ class LocalExecutor(Executor):
 
                 async def settled() -> TaskBaseline | None:
                     lanes.raise_urgency(key, AWAITED)
-                    return await pending_baseline
+                    # Called by the running evaluation, which holds memory of its slot's device (taken below).
+                    async with memory.awaiting_baseline(self._slot_device[slot]):
+                        return await pending_baseline
 
                 def await_baseline() -> TaskBaseline | None:  # called from the evaluation's thread
                     return asyncio.run_coroutine_threadsafe(settled(), loop).result()
@@ -324,8 +326,8 @@ class LocalExecutor(Executor):
         async def measure() -> TaskBaseline:
             # baseline_workers_per_gpu at a time per device (they share its memory), the most urgent first.
             async with lanes.lane(key) as lane:
-                # Not behind a whole-memory request: evaluations holding shares may be waiting for this baseline.
-                async with memory.share(self._lane_device[lane], behind_whole=False):
+                # Past a waiting whole-memory request while evaluations holding shares wait for baselines.
+                async with memory.share(self._lane_device[lane], baseline=True):
                     return await loop.run_in_executor(self._baseline_pool, measure_on, lane)
 
         return await self.baselines.get_or_measure(key, measure)

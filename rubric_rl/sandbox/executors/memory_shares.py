@@ -7,9 +7,12 @@ again with the whole memory. The device gate cannot give that: it orders the dev
 workers' memory stays allocated until their processes end. So the retry takes the whole memory here: it waits
 until every share of the device is given back, and new evaluations wait behind it (it is not starved).
 
-Baselines take a share without queueing behind a whole-memory request: evaluations that hold shares may be
-waiting for their task's baseline, and the whole-memory holder awaits its own baseline before it asks. Nobody
-who holds a share waits for a whole-memory holder, so the two kinds of hold cannot deadlock.
+A baseline queues behind a whole-memory request too, except while an evaluation that holds a share of the
+device waits for a baseline (``awaiting_baseline``): that evaluation would never let go of its share, so then
+baselines pass the request, the one it waits for among them (they all hold baseline lanes it may need). The
+whole-memory holder awaits its own baseline before it asks. Nobody who holds a share waits for a whole-memory
+holder, so the two kinds of hold cannot deadlock. Baselines used to pass always: measured on an H200, a
+stream of 31 baselines kept three whole-memory requests waiting 203-220 s.
 
 asyncio primitives belong to the loop that first waits on them: the executor makes one ``MemoryShares`` per
 event loop (see ``LocalExecutor._queues``).
@@ -28,6 +31,7 @@ class MemoryShares:
         self._shares = {d: 0 for d in devices}
         self._whole = dict.fromkeys(self._shares, False)
         self._whole_waiting = dict.fromkeys(self._shares, 0)
+        self._awaiting = dict.fromkeys(self._shares, 0)  # share holders waiting for their task's baseline
 
     def holders(self, device: str) -> int:
         """Shares of ``device`` held now (0 while it is held whole)."""
@@ -37,13 +41,17 @@ class MemoryShares:
         return self._whole[device]
 
     @asynccontextmanager
-    async def share(self, device: str, *, behind_whole: bool = True) -> AsyncIterator[None]:
-        """Hold a share of ``device``'s memory. ``behind_whole=False`` (a baseline): do not wait behind a
-        whole-memory request that is only waiting, only behind one that holds the memory."""
+    async def share(self, device: str, *, baseline: bool = False) -> AsyncIterator[None]:
+        """Hold a share of ``device``'s memory, behind a whole-memory request that waits; ``baseline``: not
+        behind one that only waits while a share holder of the device awaits a baseline."""
+
+        def may() -> bool:
+            if self._whole[device]:
+                return False
+            return not self._whole_waiting[device] or (baseline and self._awaiting[device] > 0)
+
         async with self._changed:
-            await self._changed.wait_for(
-                lambda: not self._whole[device] and (not behind_whole or not self._whole_waiting[device])
-            )
+            await self._changed.wait_for(may)
             self._shares[device] += 1
         try:
             yield
@@ -51,6 +59,18 @@ class MemoryShares:
             async with self._changed:
                 self._shares[device] -= 1
                 self._changed.notify_all()
+
+    @asynccontextmanager
+    async def awaiting_baseline(self, device: str) -> AsyncIterator[None]:
+        """Held by an evaluation that holds a share of ``device`` while it waits for its task's baseline."""
+        async with self._changed:
+            self._awaiting[device] += 1
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._awaiting[device] -= 1
 
     @asynccontextmanager
     async def whole(self, device: str) -> AsyncIterator[float]:
