@@ -146,3 +146,11 @@ def test_degenerate_flags_on_outputs_larger_than_a_chunk(monkeypatch):
     assert any("zeros" in f for f in degenerate_task_flags([[torch.full((1000,), 1e-7)]], cfg))
     const = torch.full((1000,), 3.0, dtype=torch.float16)
     assert any("constant (3)" in f for f in degenerate_task_flags([[const]], cfg))
+
+
+def test_a_host_comparison_chunk_runs_each_op_on_the_calling_thread():
+    # Chunks above ATen's grain size (32768 elements) open an OpenMP region per op; with several processes
+    # comparing at once on the H200 host, those regions stalled one 256 MB comparison for over 150 s.
+    import rubric_rl.sandbox.correctness as correctness
+
+    assert correctness._chunk_size(torch.empty(0)) <= 32768
