@@ -2,7 +2,12 @@
 reference's (``correctness.compare_tensor``) and the degenerate-task check on the reference's outputs
 (``correctness.degenerate_task_flags``, two trials).
 
-    python scripts/bench_compare.py [--sizes-m 16,64] [--repeats 3] [--threads N] [--out runs/bench_compare.json]
+    python scripts/bench_compare.py [--sizes-m 16,64] [--repeats 3] [--threads N] [--nan] [--processes P]
+        [--out runs/bench_compare.json]
+
+``--nan``: the candidate is all NaN (the comparison's general path, which a wrong kernel takes). ``--processes``:
+that many copies of the measurement at once, each its own process (several evaluators on one host: gpu test
+processes side by side, or executors), reported per process.
 
 Sizes are millions of float32 elements (64M is a Level 1 output after KernelBench enlarged its problems); the
 candidate is the reference plus noise well inside the tolerance, so every element is compared and passes. An
@@ -14,6 +19,7 @@ The script only calls the module's public functions, so it measures any commit o
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -41,8 +47,13 @@ def main() -> None:
     ap.add_argument("--sizes-m", default="16,64")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--nan", action="store_true", help="an all-NaN candidate (the general path)")
+    ap.add_argument("--processes", type=int, default=1, help="copies measuring at once, one process each")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_compare.json"))
     args = ap.parse_args()
+    if args.processes > 1:
+        side_by_side(args)
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = SandboxConfig(backend="cpu")
@@ -53,10 +64,10 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     for m in (int(s) for s in args.sizes_m.split(",")):
         ref = torch.randn(m << 20, generator=gen)
-        cand = ref + 1e-7 * torch.randn(m << 20, generator=gen)
+        cand = torch.full_like(ref, float("nan")) if args.nan else ref + 1e-7 * torch.randn(m << 20, generator=gen)
         other = torch.randn(m << 20, generator=gen)
         result = compare_tensor(cand, ref, tol, cfg.atol_scale)
-        assert result[0] == 0, result
+        assert result[0] == (ref.numel() if args.nan else 0), result
         compare_s = seconds(lambda: compare_tensor(cand, ref, tol, cfg.atol_scale), args.repeats)  # noqa: B023
         flags_s = seconds(lambda: degenerate_task_flags([[ref], [other]], cfg), args.repeats)  # noqa: B023
         med = {"compare": statistics.median(compare_s), "flags": statistics.median(flags_s)}
@@ -68,8 +79,40 @@ def main() -> None:
         )
         write_json(args.out, report)
     print_table(
-        f"host comparison at {commit}, median of {args.repeats} ({torch.get_num_threads()} threads)",
+        f"host comparison at {commit}{', NaN candidate' if args.nan else ''}, median of {args.repeats} "
+        f"({torch.get_num_threads()} threads)",
         ["M float32", "compare s", "GB/s (one tensor)", "degenerate check s"],
+        rows,
+    )
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """``args.processes`` copies of this script at once; their medians, per process, in one table and JSON."""
+    import sys
+
+    argv = [a for a in sys.argv[1:]]
+    i = argv.index("--processes") if "--processes" in argv else -1
+    if i >= 0:
+        del argv[i : i + 2]
+    argv = [a for a in argv if not a.startswith("--processes=")]
+    outs = [args.out.with_name(f"{args.out.stem}.p{k}.json") for k in range(args.processes)]
+    procs = [
+        subprocess.Popen([sys.executable, __file__, *argv, "--out", str(out)], stdout=subprocess.DEVNULL)
+        for out in outs
+    ]
+    if any(p.wait() != 0 for p in procs):
+        raise SystemExit("a measuring process failed")
+    reports = [json.loads(out.read_text()) for out in outs]
+    rows = [
+        [str(k), str(r["m_elements"]), fmt(r["median_s"]["compare"], ".3f"), fmt(r["median_s"]["flags"], ".3f")]
+        for k, rep in enumerate(reports)
+        for r in rep["results"]
+    ]
+    write_json(args.out, {"processes": args.processes, "nan": args.nan, "reports": reports})
+    print_table(
+        f"host comparison at {reports[0]['commit']}, {args.processes} processes at once"
+        f"{', NaN candidate' if args.nan else ''} ({reports[0]['threads']} threads each)",
+        ["process", "M float32", "compare s", "degenerate check s"],
         rows,
     )
 
