@@ -67,7 +67,8 @@ class WorkerProcess:
 
     def __init__(self, config: SandboxConfig, *, cuda_visible_devices: str | None = None, ahead: bool = False) -> None:
         """``ahead``: started before it is needed (a spare), so it also imports what its first phases would
-        import lazily (torch._dynamo, 1.6 s on 2 cores) while it waits for its setup."""
+        import lazily (torch._dynamo, 1.6 s on 2 cores; torch.compile's inductor, 0.9 s) while it waits for its
+        setup."""
         self.config = config
         self.cuda_visible_devices = cuda_visible_devices
         self.ahead = ahead

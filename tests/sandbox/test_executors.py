@@ -370,6 +370,31 @@ def test_a_baseline_is_measured_on_the_warm_worker_it_is_given_and_says_where_it
     assert warm.phases["start_wait_s"] < 0.5 * cold.phases["start_wait_s"], (cold.phases, warm.phases)
 
 
+def test_a_spare_imports_torch_compile_before_its_setup(sandbox, examples_dir):
+    # On the H200 a baseline's compile phase took 5-17 s for a first compiled call of 0.8-4 s: the rest was
+    # torch.compile's imports (torch._dynamo and inductor, 2 s on 2 cores idle), paid while builds load every
+    # core. A spare imports them while it waits; its compile phase is then little more than the first call.
+    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox.process import WorkerProcess
+
+    compiling = sandbox.model_copy(update={"compile_baseline": True})
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    ev = Evaluator(compiling)
+    spare = WorkerProcess(compiling, ahead=True)
+    spare.start()
+    cold = ev.measure_baseline(reference)  # inductor's cache is warm for the spare's first call after this
+    warm = ev.measure_baseline(reference, worker=spare)
+    assert cold.compile is not None and warm.compile is not None, (cold, warm)
+    before = cold.phases["compile_warmup_s"] - (cold.compile_warmup_s or 0.0)
+    after = warm.phases["compile_warmup_s"] - (warm.compile_warmup_s or 0.0)
+    assert before > 0.5 and after < 0.5 * before, (
+        cold.phases,
+        cold.compile_warmup_s,
+        warm.phases,
+        warm.compile_warmup_s,
+    )
+
+
 def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examples_dir, monkeypatch):
     # On the H200 the exclusive hold lasted until the timed rounds' checked outputs (2 GB for a 256 MB task)
     # had crossed the pipe: 30 s of timing wall for 1 s of rounds, every other evaluation waiting.
