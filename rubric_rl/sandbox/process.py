@@ -65,13 +65,21 @@ def _package_root() -> str:
 class WorkerProcess:
     """One execution worker; use as a context manager so the process and its directory always go away."""
 
-    def __init__(self, config: SandboxConfig, *, cuda_visible_devices: str | None = None, ahead: bool = False) -> None:
+    def __init__(
+        self,
+        config: SandboxConfig,
+        *,
+        cuda_visible_devices: str | None = None,
+        ahead: bool = False,
+        compiles: bool = False,
+    ) -> None:
         """``ahead``: started before it is needed (a spare), so it also imports what its first phases would
-        import lazily (torch._dynamo, 1.6 s on 2 cores; torch.compile's inductor, 0.9 s) while it waits for its
-        setup."""
+        import lazily (torch._dynamo, 1.6 s on 2 cores) while it waits for its setup; ``compiles``: and
+        torch.compile's inductor (0.9 s more: for a spare that will measure a baseline)."""
         self.config = config
         self.cuda_visible_devices = cuda_visible_devices
         self.ahead = ahead
+        self.compiles = compiles
         self.workdir = Path(tempfile.mkdtemp(prefix="rubric-rl-worker-"))
         os.chmod(self.workdir, 0o700)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -135,6 +143,7 @@ class WorkerProcess:
                     str(to_child_r),
                     str(from_child_w),
                     *(["--ahead"] if self.ahead else []),
+                    *(["--compiles"] if self.ahead and self.compiles else []),
                 ],
                 cwd=self.workdir,
                 env=self._env(),

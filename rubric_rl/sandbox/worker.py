@@ -260,8 +260,11 @@ class Worker:
             "trials_done",
             {"phases": dict(self.phases), "integrity": compare(snapshot), "audit": list(self.audit.violations)},
         )
-        if self._recv().type != "time":
+        go = self._recv()
+        if go.type != "time":
             return
+        if go.body.get("compile"):  # the task's baseline did not come: torch.compile is timed here, beside
+            self.reuse_compile = False
 
         self.stage = "timing"
         self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot)
@@ -783,7 +786,8 @@ def main(argv: list[str]) -> int:
 
     if "--ahead" in argv[3:]:  # a spare, started before it is needed: what its first phases import lazily too
         import torch._dynamo  # noqa: F401 - the op guard's and the profiler's
-        import torch._inductor.compile_fx  # noqa: F401 - torch.compile's (0.9 s on 2 cores; no CUDA context)
+    if "--compiles" in argv[3:]:  # a spare for a baseline: torch.compile's too (0.9 s on 2 cores; no CUDA context)
+        import torch._inductor.compile_fx  # noqa: F401
 
     ready_at = time.monotonic()
     setup = chan.recv()

@@ -205,3 +205,73 @@ def test_an_evaluation_out_of_its_share_runs_again_with_the_whole_device(tmp_pat
 def test_only_a_failure_for_memory_is_retried(status):
     v = Verdict(status=status, task_id="t", candidate_sha256="0", errors=["CUDA out of memory"])
     assert not out_of_device_memory(v)
+
+
+def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_candidates(tmp_path, monkeypatch):
+    """On the H200, ten L1 baselines ran out of their shares and were measured again alone: each held the
+    device exclusively for its worker's start and torch.compile's warm-up (5-18 s), every other evaluation
+    paused, only for the task's candidates to take the whole device next. The candidates' whole-memory runs
+    now time eager and compile beside them, and the first such run gives the task its baseline."""
+    from rubric_rl.sandbox.evaluate import BaselineError, TaskBaseline
+    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.verdict import Timings
+
+    sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
+    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=2, prewarm=False, prebuild=False))
+    ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})
+    measured: list[tuple[str, bool]] = []
+    calls: list[tuple[str, bool, str | None, bool]] = []  # (program, alone, baseline source, awaiting one)
+
+    def fake_measure(self, reference, *, alone=False, **_):
+        measured.append((reference, alone))
+        if "big" in reference:
+            raise BaselineError("baseline measurement failed: OutOfMemoryError: CUDA out of memory.")
+        return TaskBaseline(eager=summarize([2.0]), compile=summarize([1.0]), compile_mode="default")
+
+    def fake_evaluate(self, reference, program, *, task_id=None, alone=False, baseline=None, await_baseline=None, **_):
+        if await_baseline is not None and not program.startswith("big"):
+            baseline = await_baseline()
+        calls.append((program, alone, baseline.source if baseline else None, await_baseline is not None))
+        if program.startswith("big") and not alone:
+            return Verdict(
+                status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM], infra_error=_OOM
+            )
+        if baseline is None:  # the worker compiled the reference itself and timed it beside the candidate
+            timings = Timings(
+                timer="host", candidate=summarize([1.5]), eager=summarize([3.0]), compile=summarize([2.0])
+            )
+        else:
+            timings = Timings(
+                timer="host",
+                candidate=summarize([1.5]),
+                eager=summarize([3.0]),
+                compile=baseline.compile,
+                baseline_source="reused",
+            )
+        return Verdict(status="correct", task_id=task_id, candidate_sha256="0", timings=timings)
+
+    monkeypatch.setattr(Evaluator, "measure_baseline", fake_measure)
+    monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    big = Task(id="L1-19", problem_id=19, name="relu", origin="test", code="# big task\n")
+    small = Task(id="L1-1", problem_id=1, name="matmul", origin="test", code="# small task\n")
+
+    async def main():
+        first = await asyncio.gather(ex.evaluate(big, "big-a"), ex.evaluate(small, "small-a"))
+        later = await ex.evaluate(big, "big-b")
+        return first, later
+
+    try:
+        (big_a, small_a), big_b = asyncio.run(main())
+    finally:
+        asyncio.run(ex.close())
+    assert big_a.status == small_a.status == big_b.status == "correct"
+    # The big baseline was tried once, in its share, and never again alone.
+    assert sorted(measured) == [("# big task\n", False), ("# small task\n", False)], measured
+    by_program = {c[0]: c for c in calls if c[1] or not c[0].startswith("big")}
+    assert by_program["big-a"] == ("big-a", True, None, False)  # no baseline: eager and compile timed beside it
+    assert by_program["big-b"] == ("big-b", True, "beside_candidate", False)  # big-a's, reused
+    assert by_program["small-a"][2] == "baseline_worker"
+    assert big_b.timings.baseline_source == "reused" and big_b.timings.compile.median_ms == 2.0
+    stats = ex.stats()
+    assert stats["baselines"]["deferred"] >= 1 and stats["baselines"]["failed"] == 0
+    assert "baseline L1-19" in stats["memory_retried"]

@@ -20,6 +20,11 @@ from rubric_rl.sandbox.evaluate import TaskBaseline
 log = logging.getLogger(__name__)
 
 
+class BaselineDeferred(Exception):
+    """The baseline is not measured on its own: the task's candidates time eager and compile beside them, and the
+    first that does gives the task its baseline (``BaselineStore.put``). Nothing is recorded as failed."""
+
+
 def baseline_key(reference: str, config: SandboxConfig, device_name: str, torch_version: str) -> str:
     timing = {
         k: getattr(config, k)
@@ -50,6 +55,7 @@ class BaselineStore:
         self.measured = 0
         self.reused = 0
         self.failed = 0
+        self.deferred = 0
 
     def measured_baselines(self) -> list[TaskBaseline]:
         """The baselines held in memory (measured or loaded by this store)."""
@@ -84,14 +90,27 @@ class BaselineStore:
                     return found
             try:
                 baseline = await measure()
+            except BaselineDeferred as e:
+                log.info("baseline %s deferred: %s", key[:8], e)
+                self.deferred += 1
+                return None
             except Exception as e:  # a baseline that cannot be measured: candidates then time their own
                 log.warning("baseline %s failed: %s", key[:8], e)
                 self.failed += 1
                 self._memory[key] = None
                 return None
             self.measured += 1
-            self._memory[key] = baseline
-            tmp = self._path(key).with_suffix(".tmp")
-            tmp.write_text(baseline.model_dump_json())
-            tmp.replace(self._path(key))
+            self._keep(key, baseline)
             return baseline
+
+    def put(self, key: str, baseline: TaskBaseline) -> None:
+        """Keep a baseline measured elsewhere (beside a candidate, for a deferred one); a kept one stays."""
+        if self.get(key) is None:
+            self.measured += 1
+            self._keep(key, baseline)
+
+    def _keep(self, key: str, baseline: TaskBaseline) -> None:
+        self._memory[key] = baseline
+        tmp = self._path(key).with_suffix(".tmp")
+        tmp.write_text(baseline.model_dump_json())
+        tmp.replace(self._path(key))

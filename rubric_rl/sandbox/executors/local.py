@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,7 +32,7 @@ from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
 from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineLanes
-from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
+from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.process import WorkerProcess
 from rubric_rl.sandbox.verdict import Verdict
@@ -80,8 +81,8 @@ class _WarmWorkers:
         self._spare: dict[str, WorkerProcess] = {}
         self._lock = threading.Lock()
 
-    def _spawn(self, slot: str, cuda: str | None) -> None:
-        w = WorkerProcess(self.config, cuda_visible_devices=cuda, ahead=True)
+    def _spawn(self, slot: str, cuda: str | None, compiles: bool) -> None:
+        w = WorkerProcess(self.config, cuda_visible_devices=cuda, ahead=True, compiles=compiles)
         w.start()
         with self._lock:
             old = self._spare.pop(slot, None)
@@ -89,7 +90,9 @@ class _WarmWorkers:
         if old is not None:
             old.close()
 
-    def take(self, slot: str, cuda: str | None) -> WorkerProcess:
+    def take(self, slot: str, cuda: str | None, *, compiles: bool = False) -> WorkerProcess:
+        """``slot``'s spare, or a new worker; ``compiles``: its replacement imports torch.compile's machinery too
+        (a baseline lane's: candidates reuse their task's compile timing)."""
         with self._lock:
             w = self._spare.pop(slot, None)
         if w is None or not w.alive():
@@ -97,7 +100,7 @@ class _WarmWorkers:
                 w.close()
             w = WorkerProcess(self.config, cuda_visible_devices=cuda)
         if self.enabled:
-            threading.Thread(target=self._spawn, args=(slot, cuda), daemon=True).start()
+            threading.Thread(target=self._spawn, args=(slot, cuda, compiles), daemon=True).start()
         return w
 
     def close(self) -> None:
@@ -212,7 +215,7 @@ class LocalExecutor(Executor):
                 await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
                 lanes.raise_urgency(key, BUILT)
             baseline: TaskBaseline | None = None
-            await_baseline = None
+            await_baseline: Callable[[], TaskBaseline | None] | None = None
             if measuring is not None and measuring.done():
                 baseline = measuring.result()
             elif measuring is not None:
@@ -224,8 +227,10 @@ class LocalExecutor(Executor):
                     async with memory.awaiting_baseline(self._slot_device[slot]):
                         return await pending_baseline
 
-                def await_baseline() -> TaskBaseline | None:  # called from the evaluation's thread
+                def awaited() -> TaskBaseline | None:  # called from the evaluation's thread
                     return asyncio.run_coroutine_threadsafe(settled(), loop).result()
+
+                await_baseline = awaited
 
             slot = await free.get()
             try:
@@ -273,7 +278,7 @@ class LocalExecutor(Executor):
                     assert self._alone_config is not None
                     if measuring is not None:  # its baseline takes a share: settled before the whole is asked for
                         lanes.raise_urgency(key, AWAITED)
-                        await asyncio.wait([measuring])
+                        baseline, await_baseline = await measuring, None
                     alone = Evaluator(
                         self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
                         builder=self.builder,
@@ -284,6 +289,11 @@ class LocalExecutor(Executor):
                         verdict = await loop.run_in_executor(self._exec_pool, run, alone, True)
             finally:
                 free.put_nowait(slot)
+        beside = TaskBaseline.beside(verdict.timings) if wants_baseline else None
+        if beside is not None:
+            # No baseline came (deferred to the task's candidates, see _baseline, or failed): this evaluation
+            # timed eager and compile beside its candidate, and that is the task's baseline from now on.
+            self.baselines.put(key, beside)
         self.evaluations += 1
         return verdict
 
@@ -308,22 +318,25 @@ class LocalExecutor(Executor):
                     cuda_visible_devices=env,
                     gate=gate,
                     timing_cores=cores,
-                    worker=self._warm.take(lane, env),
+                    worker=self._warm.take(lane, env, compiles=self.sandbox.compile_baseline),
                 )
             except BaselineError as e:
                 if self._alone_config is None or "out of memory" not in str(e).lower():
                     raise
-            # Its share of a divided GPU was too small: measured again, alone. The task's evaluations keep
-            # every trial's reference output besides: they will not fit a share either.
+            # Its share of a divided GPU was too small. The task's evaluations keep every trial's reference
+            # output besides: they will not fit a share either, and take the whole memory. Measured again alone,
+            # the baseline held the device for its worker's start and torch.compile's warm-up too (on the H200,
+            # ten L1 baselines 5-18 s each, every other evaluation paused): its candidates time eager and
+            # compile beside them instead, in the run that holds the device anyway (inductor's cache warm from
+            # this attempt), and the first to do so gives the task its baseline.
             self._whole_memory_tasks.add(task.code)
             self.memory_retried.append(f"baseline {task.id}")
-            log.info("task %s: the baseline ran out of its share of GPU memory; measuring it alone", task.id)
-            alone = Evaluator(self._alone_config, builder=self.builder)
-            return alone.measure_baseline(
-                task.code, cuda_visible_devices=env, gate=gate, alone=True, timing_cores=cores
-            )
+            log.info("task %s: the baseline ran out of its share of GPU memory; its candidates measure it", task.id)
+            raise BaselineDeferred("a share of the GPU is too small for the task")
 
         async def measure() -> TaskBaseline:
+            if task.code in self._whole_memory_tasks:
+                raise BaselineDeferred("the task takes a whole GPU")
             # baseline_workers_per_gpu at a time per device (they share its memory), the most urgent first.
             async with lanes.lane(key) as lane:
                 # Past a waiting whole-memory request while evaluations holding shares wait for baselines.
@@ -341,6 +354,7 @@ class LocalExecutor(Executor):
                 "measured": self.baselines.measured,
                 "reused": self.baselines.reused,
                 "failed": self.baselines.failed,
+                "deferred": self.baselines.deferred,
             },
             "reference_outputs": self.evaluator.reference_cache.stats(),
             "memory_retries": len(self.memory_retried),
