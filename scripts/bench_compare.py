@@ -3,11 +3,13 @@ reference's (``correctness.compare_tensor``) and the degenerate-task check on th
 (``correctness.degenerate_task_flags``, two trials).
 
     python scripts/bench_compare.py [--sizes-m 16,64] [--repeats 3] [--threads N] [--nan] [--processes P]
-        [--out runs/bench_compare.json]
+        [--concurrent K] [--out runs/bench_compare.json]
 
 ``--nan``: the candidate is all NaN (the comparison's general path, which a wrong kernel takes). ``--processes``:
 that many copies of the measurement at once, each its own process (several evaluators on one host: gpu test
-processes side by side, or executors), reported per process.
+processes side by side, or executors), reported per process. ``--concurrent``: that many Python threads of this
+process compare at once, each its own pair (one executor's slots), the compare column is then the median over
+the threads of each one's seconds per comparison.
 
 Sizes are millions of float32 elements (64M is a Level 1 output after KernelBench enlarged its problems); the
 candidate is the reference plus noise well inside the tolerance, so every element is compared and passes. An
@@ -23,6 +25,7 @@ import json
 import os
 import statistics
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +52,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--nan", action="store_true", help="an all-NaN candidate (the general path)")
     ap.add_argument("--processes", type=int, default=1, help="copies measuring at once, one process each")
+    ap.add_argument("--concurrent", type=int, default=1, help="threads of this process comparing at once")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_compare.json"))
     args = ap.parse_args()
     if args.processes > 1:
@@ -68,7 +72,10 @@ def main() -> None:
         other = torch.randn(m << 20, generator=gen)
         result = compare_tensor(cand, ref, tol, cfg.atol_scale)
         assert result[0] == (ref.numel() if args.nan else 0), result
-        compare_s = seconds(lambda: compare_tensor(cand, ref, tol, cfg.atol_scale), args.repeats)  # noqa: B023
+        if args.concurrent > 1:
+            compare_s = side_by_side_threads(cand, ref, tol, cfg.atol_scale, args.concurrent, args.repeats)
+        else:
+            compare_s = seconds(lambda: compare_tensor(cand, ref, tol, cfg.atol_scale), args.repeats)  # noqa: B023
         flags_s = seconds(lambda: degenerate_task_flags([[ref], [other]], cfg), args.repeats)  # noqa: B023
         med = {"compare": statistics.median(compare_s), "flags": statistics.median(flags_s)}
         report["results"].append(
@@ -80,10 +87,30 @@ def main() -> None:
         write_json(args.out, report)
     print_table(
         f"host comparison at {commit}{', NaN candidate' if args.nan else ''}, median of {args.repeats} "
-        f"({torch.get_num_threads()} threads)",
+        f"({torch.get_num_threads()} threads{f', {args.concurrent} comparing at once' if args.concurrent > 1 else ''})",
         ["M float32", "compare s", "GB/s (one tensor)", "degenerate check s"],
         rows,
     )
+
+
+def side_by_side_threads(
+    cand: torch.Tensor, ref: torch.Tensor, tol, atol_scale: float | None, k: int, repeats: int
+) -> list[float]:
+    """Seconds per comparison of each of ``k`` threads comparing its own copy of the pair at once."""
+    pairs = [(cand.clone(), ref.clone()) for _ in range(k)]
+    per_thread: list[float] = [0.0] * k
+    start = threading.Barrier(k)
+
+    def work(i: int) -> None:
+        start.wait()
+        per_thread[i] = statistics.median(seconds(lambda: compare_tensor(*pairs[i], tol, atol_scale), repeats))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return per_thread
 
 
 def side_by_side(args: argparse.Namespace) -> None:

@@ -120,8 +120,9 @@ def test_the_comparison_follows_its_specification_whatever_the_chunking(monkeypa
     tol = Tolerance(atol=1e-3, rtol=1e-3)
     for atol_scale in (None, 0.01):
         expected = spec_compare(cand, ref, tol, atol_scale)
-        for chunk in (n, 16, 7):
+        for chunk in (n, 16, 7):  # the torch path (bfloat16) and the numpy one (the others)
             monkeypatch.setattr(correctness, "_CHUNK_HOST", chunk)
+            monkeypatch.setattr(correctness, "_CHUNK_NUMPY", chunk)
             got = compare_tensor(cand, ref, tol, atol_scale)
             assert got[0] == expected[0], (chunk, atol_scale)
             assert got[1:] == pytest.approx(expected[1:], rel=1e-12), (chunk, atol_scale)
@@ -137,6 +138,7 @@ def test_the_comparison_leaves_float64_tensors_as_they_were():
 
 def test_degenerate_flags_on_outputs_larger_than_a_chunk(monkeypatch):
     monkeypatch.setattr(correctness, "_CHUNK_HOST", 64)
+    monkeypatch.setattr(correctness, "_CHUNK_NUMPY", 64)
     cfg = SandboxConfig()
     healthy = [[torch.randn(1000)], [torch.randn(1000)]]
     assert degenerate_task_flags(healthy, cfg) == []
@@ -154,3 +156,29 @@ def test_a_host_comparison_chunk_runs_each_op_on_the_calling_thread():
     import rubric_rl.sandbox.correctness as correctness
 
     assert correctness._chunk_size(torch.empty(0)) <= 32768
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
+def test_host_tensors_are_compared_with_numpy_and_give_the_torch_paths_results(monkeypatch, dtype):
+    # numpy's loops release the GIL, so an evaluator comparing for several slots at once uses several cores
+    # (torch's grain-sized ops held it between calls: four threads in one process compared no faster than one).
+    gen = torch.Generator().manual_seed(7)
+    n = 5000
+    if dtype.is_floating_point:
+        ref = torch.randn(n, generator=gen).to(dtype)
+        cand = (ref.double() * (1 + 1e-3 * torch.randn(n, generator=gen, dtype=torch.float64))).to(dtype)
+        cand[3], ref[9], cand[11] = float("nan"), float("inf"), -float("inf")
+    else:
+        ref = torch.randint(0, 2, (n,), generator=gen).to(dtype)
+        cand = ref.clone()
+        cand[:40] = ~cand[:40] if dtype == torch.bool else cand[:40] + 1
+    used: list[str] = []
+    real_as_numpy = correctness._as_numpy
+    monkeypatch.setattr(correctness, "_as_numpy", lambda *a: used.append("numpy") or real_as_numpy(*a))
+    monkeypatch.setattr(correctness, "_CHUNK_NUMPY", 999)
+    got = compare_tensor(cand, ref, TOL, 0.01)
+    assert used and real_as_numpy(cand, ref, correctness._NUMPY_REAL | correctness._NUMPY_EXACT) is not None
+    monkeypatch.setattr(correctness, "_as_numpy", lambda *a: None)  # the torch path
+    assert compare_tensor(cand, ref, TOL, 0.01) == pytest.approx(got, rel=1e-12)
+    if not dtype.is_floating_point:
+        assert got[0] == 40
