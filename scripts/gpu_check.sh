@@ -4,7 +4,7 @@
 #   bash scripts/gpu_check.sh [all|tests|sandbox|throughput]
 # Env: GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu tests), GPU_TEST_WORKERS
 # (pytest-xdist processes running the gpu tests side by side; unset: one).
-# Needs: .whl/ (pydantic and friends, missing there) and .device/problems.jsonl (KernelBench problems), both
+# Needs: .whl/ (pydantic and friends, missing there; .whl/fallback/: numpy, installed only if missing) and .device/problems.jsonl (KernelBench problems), both
 # carried with the call. Logs and JSON results go under $OUT (or runs/gpu-check).
 set -uo pipefail
 phase=${1:-all}
@@ -15,13 +15,17 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
+# numpy (the host comparisons' loops) only where the machine's torch environment lacks it: never shadow its own.
+if ! python3 -c "import numpy" 2>/dev/null && ls .whl/fallback/numpy-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/fallback/numpy-*.whl || exit 1
+fi
 export PYTHONPATH=/tmp/site:$PWD
 export RUBRIC_RL_CACHE=${RUBRIC_RL_CACHE:-/tmp/rubric-rl-cache}
 export RUBRIC_RL_TEST_CACHE=$RUBRIC_RL_CACHE/tests
 status=0
 
 { nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
-  nproc; python3 -c "import torch, pydantic; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), 'pydantic', pydantic.__version__)"
+  nproc; python3 -c "import torch, pydantic, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), 'pydantic', pydantic.__version__, 'numpy', numpy.__version__)"
   nvcc --version | tail -1; } 2>&1 | tee "$OUT/env.txt"
 
 if [[ $phase == all || $phase == tests ]]; then
