@@ -113,9 +113,11 @@ def kernelbench_style(items: list[tuple], problems: Path) -> list[dict]:
 
 
 def baseline_records(ex: LocalExecutor) -> list[dict]:
-    """What each task's baseline measurement cost (the cold path pays one per task)."""
+    """What each task's baseline measurement cost (the cold path pays one per task; one timed beside a candidate
+    costs no measurement of its own)."""
     return [
         {
+            "source": b.source,
             "measure_s": b.measure_s,
             "compile_warmup_s": b.compile_warmup_s,
             "device_wait_s": b.device_wait_s,
