@@ -40,15 +40,8 @@ _CHUNK_HOST = 1 << 15
 # the GIL released: an evaluator comparing for several slots at once compares on several cores. torch's ops on
 # grain-sized chunks held the GIL between them (15 calls per 32768 elements): four threads in one process, each
 # comparing 8M float32 elements, took 0.32 s each on 2 cores, one alone 0.073 s; with numpy 0.10 s and 0.032 s.
-_NUMPY_REAL = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}
-_NUMPY_EXACT = {
-    torch.bool: np.bool_,
-    torch.uint8: np.uint8,
-    torch.int8: np.int8,
-    torch.int16: np.int16,
-    torch.int32: np.int32,
-    torch.int64: np.int64,
-}
+_NUMPY_REAL = frozenset({torch.float16, torch.float32, torch.float64})
+_NUMPY_EXACT = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
 _CHUNK_NUMPY = 1 << 16
 
 
@@ -56,7 +49,7 @@ def _chunk_size(t: torch.Tensor) -> int:
     return _CHUNK_HOST if t.device.type == "cpu" else _CHUNK
 
 
-def _as_numpy(cand: torch.Tensor, ref: torch.Tensor, dtypes: dict[torch.dtype, Any]) -> tuple[Any, Any] | None:
+def _as_numpy(cand: torch.Tensor, ref: torch.Tensor, dtypes: frozenset[torch.dtype]) -> tuple[Any, Any] | None:
     """Both flat host tensors as numpy arrays sharing their memory, when their dtype is one of ``dtypes``."""
     if cand.device.type != "cpu" or ref.device.type != "cpu" or cand.dtype != ref.dtype or ref.dtype not in dtypes:
         return None
