@@ -367,7 +367,6 @@ class Evaluator:
         *,
         cuda_visible_devices: str | None = None,
         gate: DeviceGate | None = None,
-        alone: bool = False,
         timing_cores: frozenset[int] | None = None,
         worker: WorkerProcess | None = None,
     ) -> TaskBaseline:
@@ -375,15 +374,15 @@ class Evaluator:
 
         With a ``gate``, the worker's start, the reference and torch.compile's warm-up (seconds of code
         generation on the CPU, then one forward) hold no gate at all, so they never hold up another
-        evaluation's timing; the timing holds the device alone (``alone``: everything does), on the device's
+        evaluation's timing; the timing holds the device alone, on the device's
         ``timing_cores`` when they are reserved. ``worker``: an already started (warm) worker to use, else a
         new one."""
         cfg = self.config
         started = time.monotonic()
 
         def on_message(msg: Message, chan: Channel) -> float:
-            if msg.type == "timed":  # the device is free again (an ``alone`` baseline keeps it to the end)
-                hold.to("exclusive" if alone else None)
+            if msg.type == "timed":  # the device is free again
+                hold.to(None)
             if msg.type != "warm":
                 return 0.0
             waited = hold.to("exclusive")
@@ -394,7 +393,7 @@ class Evaluator:
 
         with (
             worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices) as process,
-            GateHold(gate, alone=alone) as hold,
+            GateHold(gate) as hold,
         ):
             setup = {"config": cfg.model_dump(mode="json"), "reference": reference, "candidate": "", "mode": "baseline"}
             try:
@@ -403,7 +402,6 @@ class Evaluator:
                     setup,
                     cfg.run_timeout_s,
                     on_message=on_message,
-                    before_setup=lambda: hold.to("exclusive" if alone else None),
                 )
             except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
                 raise BaselineError(
@@ -982,15 +980,12 @@ def _conversation(
     timeout_s: float,
     *,
     on_message: Callable[[Message, Channel], float] | None = None,
-    before_setup: Callable[[], object] | None = None,
 ) -> list[Message]:
     """Send ``setup`` and collect messages until ``done``/``captured``/``error`` (for the short modes).
 
     ``on_message`` sees each message first and may answer it; what it returns is added to the deadline
     (time it spent waiting is not the worker's)."""
     chan = worker.start()
-    if before_setup is not None:
-        before_setup()
     # The system's monotonic clock, which the worker shares: it reports how long its start kept us waiting.
     chan.send("setup", {**setup, "sent_at": time.monotonic()})
     deadline = time.monotonic() + timeout_s
