@@ -481,13 +481,17 @@ class Worker:
         for n, trial in enumerate(trials):
             if n:
                 self._next_trial()
-            inputs_intact = None
-            if trial["inputs"] is None:  # drawn again (see _reference_trials); any change means tampering
-                trial_inputs = self._draw_inputs(reference, trial)
-                inputs_intact = fingerprint(trial_inputs) == trial["input_print"]
+            inputs_intact = drawn = None
+            if trial["inputs"] is None:
+                # Drawn again (see _reference_trials): any change from the reference's draw means tampering. This
+                # draw is the candidate's own copy, and its fingerprint tells afterwards whether the candidate
+                # wrote into it: a second copy of inputs this large (6 GB on KernelBench L1-19) would not fit
+                # beside the kept outputs in a share of the GPU.
+                x = self._draw_inputs(reference, trial)
+                drawn = fingerprint(x)
+                inputs_intact = drawn == trial["input_print"]
             else:
-                trial_inputs = trial["inputs"]
-            x = clone_inputs(trial_inputs)
+                x = clone_inputs(trial["inputs"])
             # The inputs are complete before the candidate runs, so a candidate whose kernels run on a stream of
             # their own reads them whole every time: its verdict does not depend on a race it would win or lose
             # with the copy (the kernel profile then flags the side stream).
@@ -504,7 +508,7 @@ class Worker:
                 "outputs": [describe(o) for o in out],
                 "aliases_input": [aliases(o, spans_in) for o in out],
                 "aliases_parameter": [aliases(o, storage_spans(params)) for o in out],
-                "mutated_inputs": not same_bits(x, trial_inputs),
+                "mutated_inputs": fingerprint(x) != drawn if drawn is not None else not same_bits(x, trial["inputs"]),
                 "inputs_intact": inputs_intact,
                 "ops": dict(guard.recorder.counts),
                 "downcasts": dict(guard.recorder.downcasts),

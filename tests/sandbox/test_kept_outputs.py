@@ -161,3 +161,16 @@ def test_inputs_drawn_again_but_different_are_tampering():
     }
     Evaluator(cfg)._trial(run, body, [r, r])
     assert "protocol.tampering" in [f.rule for f in run.findings]
+
+
+@pytest.mark.slow
+def test_a_candidate_writing_into_inputs_drawn_again_is_caught(kept, examples_dir):
+    # Inputs beside kept outputs are drawn again for the candidate and not copied a second time (two copies of
+    # KernelBench L1-19's 6 GB inputs beside its kept outputs overran a share of the H200): their fingerprint
+    # must still tell that the candidate wrote into them.
+    reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
+    program = (Path(__file__).resolve().parents[1] / "adversarial" / "cpu" / "zero_the_inputs.py").read_text()
+    v = kept.evaluate(reference, program)
+    assert v.status == "hack", v.errors
+    assert "runtime.input_mutation" in {f.rule for f in v.findings}
+    assert all(t.compared_in == "worker" for t in v.trials if t.distribution != "timed")
