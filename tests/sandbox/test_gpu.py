@@ -143,3 +143,22 @@ def test_outputs_kept_on_the_gpu(evaluator, reference, program, status):
     task_trials = [t for t in v.trials if t.distribution != "timed"]
     assert task_trials and all(t.compared_in == "worker" for t in task_trials)
     assert not [f for f in v.findings if f.severity == "error"]
+
+
+def test_outputs_kept_on_the_gpu_fit_a_fraction_of_its_memory(evaluator, reference):
+    # KernelBench L1-19 keeps seven 6 GB outputs: beside them, the poisoning of the memory the reference phase
+    # gave back asked for the phase's whole peak again, and ran out of a worker's fraction below the whole
+    # device (so the task needed all of an H200). reference_large keeps 7 x 256 MB, with a peak near 3.3 GB:
+    # within 4.25 GB it must fit (the old poisoning took 5 GB).
+    import torch
+
+    _, total = torch.cuda.mem_get_info(0)
+    v = run(
+        evaluator,
+        reference,
+        GPU_PROGRAMS / "honest.py",
+        ship_outputs_max_mb=64,
+        gpu_memory_fraction=4.25 * 2**30 / total,
+    )
+    assert v.status == "correct", (v.status, v.errors)
+    assert all(t.compared_in == "worker" for t in v.trials if t.distribution != "timed")

@@ -1,4 +1,4 @@
-"""A device's memory: shares side by side, or held whole by an evaluation that ran out of its share."""
+"""A device's memory: shares side by side, several held by an evaluation that ran out of its one."""
 
 import asyncio
 import threading
@@ -22,17 +22,17 @@ async def _settle() -> None:
 
 def test_shares_are_held_side_by_side_and_the_whole_alone():
     async def main():
-        mem = MemoryShares(["0", "1"])
+        mem = MemoryShares(["0", "1"], 4)
         order: list[str] = []
         first, second = mem.share("0"), mem.share("0")
         await first.__aenter__()
         await second.__aenter__()
-        assert mem.holders("0") == 2
+        assert mem.held("0") == 2
 
         async def whole():
-            async with mem.whole("0"):
+            async with mem.share("0", 4):
                 order.append("whole in")
-                assert mem.holders("0") == 0
+                assert mem.held("0") == 4
                 await asyncio.sleep(0.01)
                 order.append("whole out")
 
@@ -52,10 +52,44 @@ def test_shares_are_held_side_by_side_and_the_whole_alone():
         assert order == ["device 1"] and not w.done() and not late.done()
         await first.__aexit__(None, None, None)
         await _settle()
-        assert not mem.held_whole("0")  # one share is still held
+        assert mem.held("0") == 1  # one share is still held: the whole waits
         await second.__aexit__(None, None, None)
         await asyncio.gather(w, late, other)
         assert order == ["device 1", "whole in", "whole out", "late share"]
+
+    asyncio.run(main())
+
+
+def test_halves_are_held_side_by_side_and_single_shares_fill_the_room_left():
+    async def main():
+        mem = MemoryShares(["0"], 6)
+        first = mem.share("0", 3)
+        assert await first.__aenter__() >= 0.0
+        singles = [mem.share("0") for _ in range(3)]
+        for cm in singles:
+            await asyncio.wait_for(cm.__aenter__(), 1)  # beside a half: three single shares
+        assert mem.held("0") == 6
+        await singles.pop().__aexit__(None, None, None)
+        second_cm = mem.share("0", 3)
+        second = asyncio.ensure_future(second_cm.__aenter__())
+        late_cm = mem.share("0")
+        late = asyncio.ensure_future(late_cm.__aenter__())
+        await _settle()
+        # 5 held: no room for the half, and the single that would fit queues behind it (no starvation).
+        assert not second.done() and not late.done()
+        await singles.pop().__aexit__(None, None, None)
+        await _settle()
+        assert not second.done() and mem.held("0") == 4
+        await first.__aexit__(None, None, None)
+        await asyncio.wait_for(second, 1)
+        await asyncio.wait_for(late, 1)
+        assert mem.held("0") == 5  # a single, the second half and the late single
+        for cm in (*singles, second_cm, late_cm):
+            await cm.__aexit__(None, None, None)
+        assert mem.held("0") == 0
+        with pytest.raises(ValueError, match="7 shares"):
+            async with mem.share("0", 7):
+                pass
 
     asyncio.run(main())
 
@@ -65,14 +99,14 @@ def test_a_baseline_passes_a_waiting_whole_only_while_a_share_holder_awaits_a_ba
     # whole-memory request that waits for those evaluations would never run. But a baseline that passes a
     # waiting request always starves it: on the H200, 31 baselines in a row kept three waiting 203-220 s.
     async def main():
-        mem = MemoryShares(["0"])
+        mem = MemoryShares(["0"], 4)
         held = mem.share("0")
         await held.__aenter__()
         w_entered = asyncio.Event()
         w_release = asyncio.Event()
 
         async def whole():
-            async with mem.whole("0"):
+            async with mem.share("0", 4):
                 w_entered.set()
                 await w_release.wait()
 
@@ -84,9 +118,9 @@ def test_a_baseline_passes_a_waiting_whole_only_while_a_share_holder_awaits_a_ba
         assert not queued.done()  # nobody waits for it: behind the request
         async with mem.awaiting_baseline("0"):  # the holder now waits for a baseline
             await asyncio.wait_for(queued, 1)  # passes the waiting request
-            assert mem.holders("0") == 2
+            assert mem.held("0") == 2
             async with mem.share("0", baseline=True):
-                assert mem.holders("0") == 3
+                assert mem.held("0") == 3
             later_cm = mem.share("0")
             later = asyncio.ensure_future(later_cm.__aenter__())  # an evaluation's share never passes
             await _settle()
@@ -106,19 +140,19 @@ def test_a_baseline_passes_a_waiting_whole_only_while_a_share_holder_awaits_a_ba
         await asyncio.wait_for(later, 1)
         await later_cm.__aexit__(None, None, None)
         await w
-        assert mem.holders("0") == 0
+        assert mem.held("0") == 0
 
     asyncio.run(main())
 
 
 def test_a_cancelled_whole_request_lets_the_shares_behind_it_go():
     async def main():
-        mem = MemoryShares(["0"])
+        mem = MemoryShares(["0"], 4)
         held = mem.share("0")
         await held.__aenter__()
 
         async def whole():
-            async with mem.whole("0"):
+            async with mem.share("0", 4):
                 pass
 
         w = asyncio.ensure_future(whole())
@@ -148,35 +182,51 @@ def test_out_of_memory_in_any_stage_is_recognised():
 _OOM = "task error (reference): the reference program failed: OutOfMemoryError: CUDA out of memory."
 
 
-def test_an_evaluation_out_of_its_share_runs_again_with_the_whole_device(tmp_path, monkeypatch):
-    """KernelBench L1-19's seven 6 GB reference outputs ran out of a 4-slot share on the H200 and were scored
-    runtime_error: the retry then held the gate alone while the other workers still held their memory."""
+def _sharing_executor(tmp_path, monkeypatch, needs: dict[str, int]):
+    """A cpu executor whose memory is divided as a cuda executor's (3 slots and a baseline lane: 4 shares),
+    running a fake evaluation that runs out of memory unless it has the shares its task ``needs``. Returns the
+    executor and the calls: (program, shares held, alone, shares held by everything beside it)."""
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", measure_performance=False)
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, prewarm=False, reuse_baselines=False, prebuild=False))
     ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})  # as a cuda executor divides it
+    assert ex._shares == 4
     lock = threading.Lock()
-    running: list[str] = []
-    calls: list[tuple[str, bool, int]] = []  # (program, alone, evaluations running beside it)
+    running: dict[int, int] = {}  # call index -> shares held
+    calls: list[tuple[str, int, bool, int]] = []
 
     def fake_evaluate(self, reference, program, *, task_id=None, alone=False, **_):
+        shares = 1 if self is ex.evaluator else round(self.config.gpu_memory_fraction / 0.9 * 4)
         with lock:
-            calls.append((program, alone, len(running)))
-            running.append(program)
+            me = len(calls)
+            running[me] = shares
+            calls.append((program, shares, alone, 0))
+            total = sum(running.values())
+            for i in running:  # the most held beside each running call
+                p, held, a, beside = calls[i]
+                calls[i] = (p, held, a, max(beside, total - held))
         time.sleep(0.15)
         with lock:
-            running.remove(program)
-        if program.startswith("big") and not alone:
+            del running[me]
+        if shares < needs.get(task_id, 1):
             return Verdict(
                 status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM], infra_error=_OOM
             )
         return Verdict(status="correct", task_id=task_id, candidate_sha256="0")
 
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    return ex, calls
 
-    def task(i: str) -> Task:
-        return Task(id=i, problem_id=1, name=i, origin="test", code=f"# task {i}\n")
 
-    big, small = task("L1-19"), task("L1-1")
+def _task(i: str) -> Task:
+    return Task(id=i, problem_id=1, name=i, origin="test", code=f"# task {i}\n")
+
+
+def test_an_evaluation_out_of_its_share_runs_again_with_half_the_device_beside_others(tmp_path, monkeypatch):
+    """KernelBench L1-19's seven 6 GB reference outputs ran out of a share on the H200. Retried with the whole
+    device, the eleven such tasks of the throughput benchmark ran one after another with nothing beside them;
+    they fit half of it."""
+    ex, calls = _sharing_executor(tmp_path, monkeypatch, {"L1-19": 2})
+    big, small = _task("L1-19"), _task("L1-1")
 
     async def main():
         first = await asyncio.gather(
@@ -190,15 +240,40 @@ def test_an_evaluation_out_of_its_share_runs_again_with_the_whole_device(tmp_pat
     finally:
         asyncio.run(ex.close())
     assert [v.status for v in first] == ["correct"] * 6 and later.status == "correct"
-    whole = [(p, n) for p, alone, n in calls if alone]
-    assert sorted(p for p, _ in whole) == ["big-a", "big-b", "big-c"]
-    assert all(n == 0 for _, n in whole), calls  # nothing else ran on the device beside a whole-memory retry
-    # big-a's reference stage ran out of its share: the task is known, and its later candidates (big-b waited
-    # for a slot behind the small ones) take the whole memory without trying a share first.
-    assert [c for c in calls if c[0] in ("big-b", "big-c")] == [("big-b", True, 0), ("big-c", True, 0)]
+    assert all(held + beside <= 4 for _, held, _, beside in calls), calls  # never more shares than the device has
+    halves = [c for c in calls if c[1] == 2]
+    assert sorted(p for p, *_ in halves) == ["big-a", "big-b", "big-c"] and not any(c[2] for c in halves)
+    assert any(beside > 0 for *_, beside in halves), calls  # others ran beside a half
+    # big-a's reference stage ran out of its share: the task is known, and its later candidates take half the
+    # device without trying a share first.
+    assert [c[:2] for c in calls if c[0] in ("big-b", "big-c")] == [("big-b", 2), ("big-c", 2)]
     stats = ex.stats()
-    assert stats["memory_retried"] == ["candidate L1-19"] and stats["whole_memory_tasks"] == 1
+    assert stats["memory_retried"] == ["candidate L1-19"] and stats["large_memory_tasks"] == 1
     assert len(stats["memory_waits_s"]) == 3
+
+
+def test_an_evaluation_out_of_half_the_device_runs_again_with_all_of_it_alone(tmp_path, monkeypatch):
+    ex, calls = _sharing_executor(tmp_path, monkeypatch, {"huge": 4})
+    huge, small = _task("huge"), _task("small")
+
+    async def main():
+        first = await asyncio.gather(ex.evaluate(huge, "huge-a"), *(ex.evaluate(small, f"small-{i}") for i in range(3)))
+        later = await ex.evaluate(huge, "huge-b")
+        return first, later
+
+    try:
+        first, later = asyncio.run(main())
+    finally:
+        asyncio.run(ex.close())
+    assert [v.status for v in first] == ["correct"] * 4 and later.status == "correct"
+    assert [c[:3] for c in calls if c[0].startswith("huge")] == [
+        ("huge-a", 1, False),
+        ("huge-a", 2, False),
+        ("huge-a", 4, True),
+        ("huge-b", 4, True),  # known: all of it at once
+    ]
+    assert all(beside == 0 for _, held, _, beside in calls if held == 4), calls  # nothing beside the whole
+    assert ex.stats()["memory_retried"] == ["candidate huge", "candidate huge"]
 
 
 @pytest.mark.parametrize("status", ["incorrect", "correct"])

@@ -51,7 +51,9 @@ class CudaBackend(DeviceBackend):
         reserved = torch.cuda.max_memory_reserved(0)
         torch.cuda.empty_cache()
         free, _ = torch.cuda.mem_get_info(0)
-        nbytes = min(reserved, int(free * 0.8))
+        # What the reference phase used and gave back: its peak less what it still holds (outputs kept on the
+        # device). The peak itself, beside those, overran a worker's memory fraction below the whole device.
+        nbytes = min(reserved - torch.cuda.memory_allocated(0), int(free * 0.8))
         if nbytes >= 4:
             # One block over the memory the reference phase used: fresh allocations that land on the same
             # physical memory read NaN, not the reference's results.

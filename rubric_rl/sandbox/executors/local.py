@@ -114,6 +114,7 @@ class LocalExecutor(Executor):
     def __init__(self, sandbox: SandboxConfig, config: ExecutorConfig | None = None) -> None:
         self.config = config or ExecutorConfig()
         self._alone_config: SandboxConfig | None = None  # the full-memory config, where memory is divided
+        self._shares = 1  # each device's memory is divided into this many equal shares
         if sandbox.backend == "cuda":
             gpus = visible_gpus()
             wanted = self.config.devices
@@ -125,17 +126,18 @@ class LocalExecutor(Executor):
             per_device = self.config.slots_per_gpu
             self.arch = sandbox.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
             self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
-            # Workers of one GPU share its memory: the slots' workers and one baseline worker at a time. One that
-            # runs out of it is evaluated again alone, with all of it (see evaluate).
+            # Workers of one GPU share its memory: a share for each slot's worker and each baseline lane's. One
+            # that runs out of it is evaluated again with more shares (see evaluate and memory_shares).
             baseline_workers = self.config.baseline_workers_per_gpu if self.config.reuse_baselines else 0
-            sharing = per_device + baseline_workers
-            if sharing > 1:
+            self._shares = per_device + baseline_workers
+            if self._shares > 1:
                 self._alone_config = sandbox
-                sandbox = sandbox.model_copy(update={"gpu_memory_fraction": sandbox.gpu_memory_fraction / sharing})
+                sandbox = sandbox.model_copy(update={"gpu_memory_fraction": sandbox.gpu_memory_fraction / self._shares})
         else:
             self._gpus = []
             devices = ["cpu"]
             per_device = self.config.cpu_slots
+            self._shares = per_device + 1  # the slots and the baseline lane: never more holders than shares
             self.arch = None
             self.device_name = platform.processor() or platform.machine()
         self.sandbox = sandbox
@@ -171,9 +173,9 @@ class LocalExecutor(Executor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
-        self.memory_retried: list[str] = []  # each retry alone: "candidate TASK" or "baseline TASK"
-        self._whole_memory_tasks: set[str] = set()  # tasks (by code) whose reference trials need a whole GPU
-        self.memory_waits: list[float] = []  # seconds each candidate's retry waited for the device's whole memory
+        self.memory_retried: list[str] = []  # each retry with more shares: "candidate TASK" or "baseline TASK"
+        self._task_shares: dict[str, int] = {}  # tasks (by code) whose trials need more than one share: how many
+        self.memory_waits: list[float] = []  # seconds each evaluation with several shares waited for them
         self.started = time.monotonic()
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
@@ -191,7 +193,7 @@ class LocalExecutor(Executor):
             for slot in self._slots:
                 self._free.put_nowait(slot)
             self._pending = asyncio.Semaphore(self.config.max_pending)
-            self._memory = MemoryShares(self._devices)
+            self._memory = MemoryShares(self._devices, self._shares)
             self._baseline_lanes = BaselineLanes(sorted(self._lane_device, key=lambda lane: lane.split(".")[::-1]))
         return self._free, self._pending
 
@@ -261,32 +263,32 @@ class LocalExecutor(Executor):
                         timing_cores=self.cores.timing.get(device),
                     )
 
-                whole = self._alone_config is not None and task.code in self._whole_memory_tasks
-                if not whole:
-                    async with memory.share(device):
-                        verdict = await loop.run_in_executor(self._exec_pool, run, evaluator, False)
-                    whole = self._alone_config is not None and out_of_device_memory(verdict)
-                    if whole:
-                        # Its share of a divided GPU was too small: that is ours to fix, not the candidate's fault.
-                        self.memory_retried.append(f"candidate {task.id}")
-                        log.info("task %s: the evaluation ran out of its share of GPU memory; again, alone", task.id)
-                        if (verdict.infra_error or "").startswith("task error"):
-                            # The task's own trials need more than a share (KernelBench L1-19's 6 GB outputs):
-                            # its later candidates take the whole memory at once.
-                            self._whole_memory_tasks.add(task.code)
-                if whole:
-                    assert self._alone_config is not None
-                    if measuring is not None:  # its baseline takes a share: settled before the whole is asked for
+                divided = self._alone_config is not None
+                shares = self._task_shares.get(task.code, 1) if divided else 1
+                while True:
+                    if shares > 1 and measuring is not None:
+                        # Its baseline takes a share: settled before several are asked for (see memory_shares).
                         lanes.raise_urgency(key, AWAITED)
                         baseline, await_baseline = await measuring, None
-                    alone = Evaluator(
-                        self._alone_config.model_copy(update={"run_timeout_s": evaluator.config.run_timeout_s}),
-                        builder=self.builder,
-                        reference_cache=self.evaluator.reference_cache,
+                    async with memory.share(device, shares) as waited:
+                        if shares > 1:
+                            self.memory_waits.append(round(waited, 3))
+                        whole = divided and shares == self._shares  # nothing else runs on the device
+                        verdict = await loop.run_in_executor(
+                            self._exec_pool, run, self._with_shares(evaluator, shares), whole
+                        )
+                    if not divided or shares == self._shares or not out_of_device_memory(verdict):
+                        break
+                    # Its shares of a divided GPU were too few: that is ours to fix, not the candidate's fault.
+                    shares = self._more_shares(shares)
+                    self.memory_retried.append(f"candidate {task.id}")
+                    log.info(
+                        "task %s: out of its GPU memory; again with %d of %d shares", task.id, shares, self._shares
                     )
-                    async with memory.whole(device) as waited:
-                        self.memory_waits.append(round(waited, 3))
-                        verdict = await loop.run_in_executor(self._exec_pool, run, alone, True)
+                    if (verdict.infra_error or "").startswith("task error"):
+                        # The task's own trials need more (KernelBench L1-19's 6 GB outputs): its later candidates
+                        # ask for as many shares at once.
+                        self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
             finally:
                 free.put_nowait(slot)
         beside = TaskBaseline.beside(verdict.timings) if wants_baseline else None
@@ -296,6 +298,24 @@ class LocalExecutor(Executor):
             self.baselines.put(key, beside)
         self.evaluations += 1
         return verdict
+
+    def _more_shares(self, shares: int) -> int:
+        """The next size up for an evaluation out of ``shares``: half the device, then all of it."""
+        half = self._shares // 2
+        return half if shares < half else self._shares
+
+    def _with_shares(self, evaluator: Evaluator, shares: int) -> Evaluator:
+        """``evaluator`` with ``shares`` of the device's memory (its own, one share, unless more are asked)."""
+        if shares == 1 or self._alone_config is None:
+            return evaluator
+        fraction = self._alone_config.gpu_memory_fraction * shares / self._shares
+        return Evaluator(
+            self._alone_config.model_copy(
+                update={"gpu_memory_fraction": fraction, "run_timeout_s": evaluator.config.run_timeout_s}
+            ),
+            builder=self.builder,
+            reference_cache=self.evaluator.reference_cache,
+        )
 
     def _baseline_key(self, task: Task) -> str:
         import torch
@@ -324,19 +344,19 @@ class LocalExecutor(Executor):
                 if self._alone_config is None or "out of memory" not in str(e).lower():
                     raise
             # Its share of a divided GPU was too small. The task's evaluations keep every trial's reference
-            # output besides: they will not fit a share either, and take the whole memory. Measured again alone,
-            # the baseline held the device for its worker's start and torch.compile's warm-up too (on the H200,
-            # ten L1 baselines 5-18 s each, every other evaluation paused): its candidates time eager and
-            # compile beside them instead, in the run that holds the device anyway (inductor's cache warm from
-            # this attempt), and the first to do so gives the task its baseline.
-            self._whole_memory_tasks.add(task.code)
+            # output besides: they will not fit a share either, and ask for more. Measured again alone, the
+            # baseline held the device for its worker's start and torch.compile's warm-up too (on the H200, ten
+            # L1 baselines 5-18 s each, every other evaluation paused): its candidates time eager and compile
+            # beside them instead, in their runs with more memory (inductor's cache warm from this attempt), and
+            # the first to do so gives the task its baseline.
+            self._task_shares.setdefault(task.code, self._more_shares(1))
             self.memory_retried.append(f"baseline {task.id}")
             log.info("task %s: the baseline ran out of its share of GPU memory; its candidates measure it", task.id)
             raise BaselineDeferred("a share of the GPU is too small for the task")
 
         async def measure() -> TaskBaseline:
-            if task.code in self._whole_memory_tasks:
-                raise BaselineDeferred("the task takes a whole GPU")
+            if task.code in self._task_shares:
+                raise BaselineDeferred("the task needs more than a share of a GPU")
             # baseline_workers_per_gpu at a time per device (they share its memory), the most urgent first.
             async with lanes.lane(key) as lane:
                 # Past a waiting whole-memory request while evaluations holding shares wait for baselines.
@@ -360,7 +380,8 @@ class LocalExecutor(Executor):
             "memory_retries": len(self.memory_retried),
             "memory_retried": list(self.memory_retried),
             "memory_waits_s": list(self.memory_waits),
-            "whole_memory_tasks": len(self._whole_memory_tasks),
+            "shares_per_device": self._shares,
+            "large_memory_tasks": len(self._task_shares),
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.config.build_workers,
