@@ -63,8 +63,8 @@ async def run_logged(ex, items: list[tuple], log: Path, started: float | None = 
         print(
             f"  +{at:6.1f}s {name}: {v.status} build {d.build_s:.1f}s "
             f"reference {d.reference_s:.1f}s load {d.load_s:.1f}s correctness {d.correctness_s:.1f}s "
-            f"timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s teardown {d.teardown_s:.1f}s "
-            f"waited {d.device_wait_s:.1f}s "
+            f"compile {d.compile_s:.1f}s timing {d.timing_wall_s:.1f}s profile {d.profile_s:.1f}s "
+            f"teardown {d.teardown_s:.1f}s waited {d.device_wait_s:.1f}s "
             f"total {d.total_s:.1f}s speedup {fmt(v.speedup_eager, '.3f')}"
             + (f" | {v.errors[0][:160]}" if v.status != "correct" and v.errors else ""),
             flush=True,

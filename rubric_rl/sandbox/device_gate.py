@@ -38,6 +38,8 @@ class DeviceGate:
         self._writers_waiting = 0
         self.waited_s: dict[str, float] = {"shared": 0.0, "exclusive": 0.0}
         self.acquired: dict[str, int] = {"shared": 0, "exclusive": 0}
+        self.exclusive_held_s = 0.0  # the device held alone, summed over its holds
+        self._writer_since = 0.0
 
     def acquire(self, mode: Mode) -> float:
         """Block until held in ``mode``; returns the seconds waited."""
@@ -55,6 +57,7 @@ class DeviceGate:
                 finally:
                     self._writers_waiting -= 1
                 self._writer = True
+                self._writer_since = time.monotonic()
             waited = time.monotonic() - started
             self.waited_s[mode] += waited
             self.acquired[mode] += 1
@@ -74,6 +77,7 @@ class DeviceGate:
                 if not self._writer:
                     raise RuntimeError(f"{self.name}: exclusive release without a holder")
                 self._writer = False
+                self.exclusive_held_s += time.monotonic() - self._writer_since
             self._cond.notify_all()
 
     def stats(self) -> dict[str, float | int]:
@@ -82,6 +86,7 @@ class DeviceGate:
             "exclusive_acquired": self.acquired["exclusive"],
             "shared_waited_s": round(self.waited_s["shared"], 3),
             "exclusive_waited_s": round(self.waited_s["exclusive"], 3),
+            "exclusive_held_s": round(self.exclusive_held_s, 3),
         }
 
 

@@ -140,7 +140,7 @@ class _Run:
     stage_started: float = 0.0
     baseline: TaskBaseline | None = None
     await_baseline: Callable[[], TaskBaseline | None] | None = None
-    compile_here: bool = False  # the awaited baseline did not come: the worker times torch.compile itself
+    compile_here: bool = False  # no task baseline with a compile timing to reuse: the worker times torch.compile
     timing_cores: frozenset[int] | None = None  # the device's reserved CPUs, the worker's while it times
     worker_pid: int | None = None
 
@@ -434,7 +434,7 @@ class Evaluator:
             run.durations.device_wait_s += hold.to("shared")
             deadline = time.monotonic() + cfg.run_timeout_s
             known = run.baseline is not None and run.baseline.compile is not None
-            reuse = cfg.compile_baseline and (known or run.await_baseline is not None)
+            run.compile_here = cfg.compile_baseline and not known and run.await_baseline is None
             try:
                 chan.send(
                     "setup",
@@ -442,7 +442,6 @@ class Evaluator:
                         "config": cfg.model_dump(mode="json"),
                         "reference": reference,
                         "candidate": run.candidate,
-                        "reuse_compile_baseline": reuse,
                         "known_reference": run.known_reference.meta if run.known_reference else None,
                         "sent_at": time.monotonic(),  # the system's monotonic clock, which the worker shares
                     },
@@ -569,13 +568,20 @@ class Evaluator:
             if not go:
                 chan.send("stop")
                 return True
-            waited = self._settle_baseline(run, hold) + hold.to("exclusive")
-            run.durations.device_wait_s += waited
-            if run.timing_cores and run.worker_pid is not None:
-                pin_process(run.worker_pid, run.timing_cores)
-            run.stage = "timing"
-            run.stage_started = time.monotonic()
-            chan.send("time", {"compile": True} if run.compile_here and cfg.compile_baseline else None)
+            run.durations.device_wait_s += self._settle_baseline(run, hold)
+            if run.compile_here:
+                # torch.compile's warm-up is seconds of code generation on the CPU, then one forward: it holds no
+                # gate (as a baseline lane's does). In the timing's exclusive hold it kept the device from every
+                # other evaluation: 5-6 s for each KernelBench L1 task timed beside its candidate on the H200.
+                hold.to(None)
+                run.stage = "compile"
+                chan.send("compile")
+                return False
+            self._start_timing(run, chan, hold)
+            return False
+        elif msg.type == "compiled":
+            run.durations.compile_s = run.close_stage()
+            self._start_timing(run, chan, hold)
             return False
         elif msg.type == "timed":
             # The rounds are over: the device is free while the worker ships the checked rounds' outputs and we
@@ -616,6 +622,15 @@ class Evaluator:
         else:
             raise ProtocolError(f"unexpected message {msg.type!r}")
         return False
+
+    def _start_timing(self, run: _Run, chan: Channel, hold: GateHold) -> None:
+        """Take the device alone (on its reserved cores) and start the timed rounds."""
+        run.durations.device_wait_s += hold.to("exclusive")
+        if run.timing_cores and run.worker_pid is not None:
+            pin_process(run.worker_pid, run.timing_cores)
+        run.stage = "timing"
+        run.stage_started = time.monotonic()
+        chan.send("time")
 
     def _build(self, run: _Run, body: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
         cfg = self.config
@@ -842,7 +857,7 @@ class Evaluator:
         run.baseline, run.await_baseline = run.await_baseline(), None
         # None: not measured (it failed, or was deferred to the task's candidates): the worker compiles and times
         # torch.compile itself, as it would have had it been told so at setup.
-        run.compile_here = run.baseline is None or run.baseline.compile is None
+        run.compile_here = self.config.compile_baseline and (run.baseline is None or run.baseline.compile is None)
         return time.monotonic() - started
 
     def _timing(self, run: _Run, body: dict[str, Any], checked: list[Any]) -> None:

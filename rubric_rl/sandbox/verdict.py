@@ -120,6 +120,11 @@ class StageDurations(BaseModel):
     build_s: float = 0.0
     load_s: float = 0.0
     correctness_s: float = 0.0
+    compile_s: float = Field(
+        default=0.0,
+        description="torch.compile's warm-up of the reference in this run, where no task baseline was reused "
+        "(holds no gate).",
+    )
     timing_s: float = Field(default=0.0, description="Sum of the timed calls themselves (device time, all models).")
     timing_wall_s: float = Field(default=0.0, description="The whole timing stage: inputs, warm-up, flushes, calls.")
     profile_s: float = Field(default=0.0, description="The kernel profile of one forward (cuda).")

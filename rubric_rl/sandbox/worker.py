@@ -92,7 +92,6 @@ class Worker:
         self.cfg = SandboxConfig.model_validate(setup["config"])
         self.reference_source: str = setup["reference"]
         self.candidate_source: str = setup["candidate"]
-        self.reuse_compile: bool = bool(setup.get("reuse_compile_baseline", False))
         self.mode: str = setup.get("mode", "evaluate")
         # The reference's trial records from an earlier evaluation of this task (the evaluator holds its
         # outputs): the trials' inputs are drawn again and the reference does not run them.
@@ -261,13 +260,18 @@ class Worker:
             {"phases": dict(self.phases), "integrity": compare(snapshot), "audit": list(self.audit.violations)},
         )
         go = self._recv()
+        compiled_here: tuple[Any | None, dict[str, Any]] | None = None
+        if go.type == "compile":  # no task baseline to reuse: torch.compile is timed here, beside the candidate
+            self.stage = "compile"
+            compiled_here = self._compile_reference(reference, ref_model, init_inputs, rearm=True)
+            self._lap("compile_warmup_s")
+            self.chan.send("compiled", {})  # the evaluator answers when the device is ours alone
+            go = self._recv()
         if go.type != "time":
             return
-        if go.body.get("compile"):  # the task's baseline did not come: torch.compile is timed here, beside
-            self.reuse_compile = False
 
         self.stage = "timing"
-        self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot)
+        self._timing(reference, ref_model, new_model, init_inputs, take_snapshot=take_snapshot, compiled=compiled_here)
         if self.cfg.backend == "cuda" and self.cfg.profile_kernels:
             if self._recv().type != "profile":  # sent once the device is shared again
                 return
@@ -616,10 +620,8 @@ class Worker:
         take_snapshot: Any | None,
         compiled: tuple[Any | None, dict[str, Any]] | None = None,
     ) -> None:
-        """Time eager, compile and (unless measuring a task baseline) the candidate.
-
-        ``compiled``: the compile baseline already warmed up (baseline mode); else it is compiled here
-        unless the task's baseline is reused."""
+        """Time eager, compile (``compiled``: torch.compile of the reference, warmed up before the device was
+        ours alone; None: the task's baseline is reused) and, unless measuring a task baseline, the candidate."""
         from rubric_rl.sandbox.correctness import compare_outputs
         from rubric_rl.sandbox.inputs import (
             clone_inputs,
@@ -637,8 +639,6 @@ class Worker:
         models: dict[str, Any] = {"eager": ref_model}
         if new_model is not None:
             models["candidate"] = new_model
-        if compiled is None and self.cfg.compile_baseline and not self.reuse_compile:
-            compiled = self._compile_reference(reference, ref_model, init_inputs, rearm=new_model is not None)
         compile_info: dict[str, Any] = {}
         if compiled is not None:
             compiled_model, compile_info = compiled

@@ -241,8 +241,14 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     # A baseline that does not come (it failed, or was left to the task's candidates because it would not fit
     # beside other evaluations): the worker, told at setup to skip torch.compile, compiles and times it beside
     # the candidate. It used to report no speedup over compile at all.
-    missing = Evaluator(cfg).evaluate(reference, program, await_baseline=lambda: None)
+    gate = DeviceGate("cpu")
+    missing = Evaluator(cfg).evaluate(reference, program, await_baseline=lambda: None, gate=gate)
     assert missing.status == "correct", missing.errors
+    # Its warm-up holds no gate: in the timing's exclusive hold it kept every other evaluation off the H200 for
+    # 5-6 s per KernelBench L1 task.
+    d = missing.durations
+    print("compile", d.compile_s, "timing wall", d.timing_wall_s, "held alone", gate.exclusive_held_s)
+    assert d.compile_s > 0 and gate.exclusive_held_s <= d.timing_wall_s + 0.25, (d, gate.stats())
     assert missing.timings.baseline_source == "measured" and missing.timings.compile is not None
     assert missing.speedup_compile is not None and missing.timings.compile_warmup_s is not None
     beside = TaskBaseline.beside(missing.timings)
