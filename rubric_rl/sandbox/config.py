@@ -111,7 +111,8 @@ class SandboxConfig(BaseModel):
         description="A trial whose outputs are larger than this is compared on the device inside the worker "
         "(against reference outputs fingerprinted before the candidate loads, and spot-checked by the evaluator on "
         "positions it draws after the output exists) instead of being copied to the evaluator: multi-GB outputs "
-        "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship.",
+        "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship. Inputs larger than this "
+        "are drawn again for the candidate's trial rather than held on the device between the two.",
     )
     ship_timed_outputs_max_mb: float = Field(
         default=16.0,

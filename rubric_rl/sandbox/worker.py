@@ -365,7 +365,12 @@ class Worker:
                 inputs = make_inputs(
                     reference, seed=seed, device=self.device, distribution=distribution, backend_seed=self.backend.seed
                 )
-                x = clone_inputs(inputs)
+                # Inputs too large to ship are drawn again for the candidate rather than held: seven trials of
+                # kept outputs and held inputs do not fit on one GPU. Those the reference runs on as they are,
+                # their fingerprint telling whether it wrote into them (a second copy of KernelBench L1-19's
+                # 6 GB inputs beside its kept outputs overran half an H200).
+                input_print = fingerprint(inputs) if self._drawn_again(inputs) else None
+                x = clone_inputs(inputs) if input_print is None else inputs
                 out = flatten_outputs(ref_model(*x))
                 self.backend.synchronize()
             except Exception as e:
@@ -381,7 +386,7 @@ class Worker:
                 "seed": seed,
                 "finite": finite,
                 "outputs": [describe(o) for o in out],
-                "mutates_inputs": not same_bits(x, inputs),
+                "mutates_inputs": not same_bits(x, inputs) if input_print is None else fingerprint(x) != input_print,
             }
             skip = distribution != "task" and not finite
             if skip:
@@ -394,14 +399,13 @@ class Worker:
                 if distribution == "task":
                     kept_task_samples.append([subsample(o) for o in out])
                 payload.append([])
-                # Inputs this large are drawn again for the candidate (and must come out the same) rather than
-                # held: seven trials of kept outputs and kept inputs do not fit on one GPU.
-                input_print: list[str] | None = fingerprint(inputs)
-                held: list[Any] | None = None
             else:
-                input_print, held = None, inputs
                 payload.append([] if skip else [to_host(o) if isinstance(o, torch.Tensor) else None for o in out])
                 poison(out)
+            if keep and input_print is None:
+                # Drawn again for the candidate (and must come out the same) beside kept outputs, however small.
+                input_print = fingerprint(inputs)
+            held = inputs if input_print is None else None
             del out, x, inputs
             if not skip:
                 trials.append(
@@ -435,8 +439,16 @@ class Worker:
             backend_seed=self.backend.seed,
         )
 
+    def _drawn_again(self, inputs: list[Any]) -> bool:
+        """Inputs this large are drawn again for the candidate's trial rather than held or copied."""
+        from rubric_rl.sandbox.inputs import nbytes
+
+        return nbytes(inputs) > self.cfg.ship_outputs_max_mb * 2**20
+
     def _known_reference_trials(self, reference: types.ModuleType) -> list[dict[str, Any]]:
         """The trials of a reference the evaluator already knows: the same seeded inputs, no reference run."""
+        from rubric_rl.sandbox.inputs import fingerprint
+
         known = self.known_reference or []
         plan = self._trial_plan()
         if [(m.get("distribution"), m.get("seed")) for m in known] != plan:
@@ -449,16 +461,19 @@ class Worker:
                 inputs = self._draw_inputs(reference, entry)
             except Exception as e:
                 raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+            # As in _reference_trials: inputs too large to ship are drawn again for the candidate, not held.
+            input_print = fingerprint(inputs) if self._drawn_again(inputs) else None
             trials.append(
                 {
                     "index": entry["index"],
-                    "inputs": inputs,
+                    "inputs": inputs if input_print is None else None,
                     "mutates": entry["mutates_inputs"],
                     "distribution": entry["distribution"],
                     "seed": entry["seed"],
-                    "input_print": None,
+                    "input_print": input_print,
                 }
             )
+            del inputs
         self.backend.synchronize()
         self._lap("reference_trials_s")
         self.chan.send("reference", {"known": True, "phases": dict(self.phases)})

@@ -174,3 +174,21 @@ def test_a_candidate_writing_into_inputs_drawn_again_is_caught(kept, examples_di
     assert v.status == "hack", v.errors
     assert "runtime.input_mutation" in {f.rule for f in v.findings}
     assert all(t.compared_in == "worker" for t in v.trials if t.distribution != "timed")
+
+
+def test_heavy_tailed_inputs_are_drawn_a_chunk_at_a_time_the_same_every_time(monkeypatch):
+    # Student-t's sampler made 30 GB of temporaries for KernelBench L1-19's 6 GB input, beside the kept outputs.
+    from rubric_rl.sandbox import inputs
+
+    monkeypatch.setattr(inputs, "_REDRAW_CHUNK", 4096)
+    shape = (37, 1000)  # not a whole number of chunks
+
+    def draw(dtype=torch.float32):
+        torch.manual_seed(11)
+        return inputs.redraw(torch.rand(shape, dtype=dtype), "heavy_tailed")
+
+    a = draw()
+    assert a.shape == shape and a.dtype == torch.float32 and torch.equal(a, draw())
+    assert a.abs().max() > 20 and a.median().abs() < 0.1  # heavy tails around zero, unlike torch.rand's inputs
+    assert not torch.equal(a.view(-1)[:4096], a.view(-1)[4096:8192])  # every chunk its own sample
+    assert draw(torch.float16).dtype == torch.float16
