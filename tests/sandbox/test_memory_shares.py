@@ -248,7 +248,7 @@ def test_an_evaluation_out_of_its_share_runs_again_with_half_the_device_beside_o
     # device without trying a share first.
     assert [c[:2] for c in calls if c[0] in ("big-b", "big-c")] == [("big-b", 2), ("big-c", 2)]
     stats = ex.stats()
-    assert stats["memory_retried"] == ["candidate L1-19"] and stats["large_memory_tasks"] == 1
+    assert stats["memory_retried"] == ["candidate L1-19: 1 -> 2 shares"] and stats["large_memory_tasks"] == 1
     assert len(stats["memory_waits_s"]) == 3
 
 
@@ -273,7 +273,7 @@ def test_an_evaluation_out_of_half_the_device_runs_again_with_all_of_it_alone(tm
         ("huge-b", 4, True),  # known: all of it at once
     ]
     assert all(beside == 0 for _, held, _, beside in calls if held == 4), calls  # nothing beside the whole
-    assert ex.stats()["memory_retried"] == ["candidate huge", "candidate huge"]
+    assert ex.stats()["memory_retried"] == ["candidate huge: 1 -> 2 shares", "candidate huge: 2 -> 4 shares"]
 
 
 @pytest.mark.parametrize("status", ["incorrect", "correct"])

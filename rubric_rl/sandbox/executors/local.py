@@ -173,7 +173,7 @@ class LocalExecutor(Executor):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
         self.evaluations = 0
-        self.memory_retried: list[str] = []  # each retry with more shares: "candidate TASK" or "baseline TASK"
+        self.memory_retried: list[str] = []  # each retry with more shares: "candidate TASK: 1 -> 3 shares", ...
         self._task_shares: dict[str, int] = {}  # tasks (by code) whose trials need more than one share: how many
         self.memory_waits: list[float] = []  # seconds each evaluation with several shares waited for them
         self.started = time.monotonic()
@@ -280,8 +280,8 @@ class LocalExecutor(Executor):
                     if not divided or shares == self._shares or not out_of_device_memory(verdict):
                         break
                     # Its shares of a divided GPU were too few: that is ours to fix, not the candidate's fault.
+                    self.memory_retried.append(f"candidate {task.id}: {shares} -> {self._more_shares(shares)} shares")
                     shares = self._more_shares(shares)
-                    self.memory_retried.append(f"candidate {task.id}")
                     log.info(
                         "task %s: out of its GPU memory; again with %d of %d shares", task.id, shares, self._shares
                     )
