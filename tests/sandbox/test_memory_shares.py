@@ -221,24 +221,27 @@ def _task(i: str) -> Task:
     return Task(id=i, problem_id=1, name=i, origin="test", code=f"# task {i}\n")
 
 
+def _batch_then_one(ex: LocalExecutor, batch: list[tuple[Task, str]], later: tuple[Task, str]):
+    """The ``batch`` evaluated at once, then ``later`` alone; the executor closed after."""
+
+    async def main():
+        first = await asyncio.gather(*(ex.evaluate(t, p) for t, p in batch))
+        return first, await ex.evaluate(*later)
+
+    try:
+        return asyncio.run(main())
+    finally:
+        asyncio.run(ex.close())
+
+
 def test_an_evaluation_out_of_its_share_runs_again_with_half_the_device_beside_others(tmp_path, monkeypatch):
     """KernelBench L1-19's seven 6 GB reference outputs ran out of a share on the H200. Retried with the whole
     device, the eleven such tasks of the throughput benchmark ran one after another with nothing beside them;
     they fit half of it."""
     ex, calls = _sharing_executor(tmp_path, monkeypatch, {"L1-19": 2})
     big, small = _task("L1-19"), _task("L1-1")
-
-    async def main():
-        first = await asyncio.gather(
-            ex.evaluate(big, "big-a"), *(ex.evaluate(small, f"small-{i}") for i in range(4)), ex.evaluate(big, "big-b")
-        )
-        later = await ex.evaluate(big, "big-c")
-        return first, later
-
-    try:
-        first, later = asyncio.run(main())
-    finally:
-        asyncio.run(ex.close())
+    batch = [(big, "big-a"), *((small, f"small-{i}") for i in range(4)), (big, "big-b")]
+    first, later = _batch_then_one(ex, batch, (big, "big-c"))
     assert [v.status for v in first] == ["correct"] * 6 and later.status == "correct"
     assert all(held + beside <= 4 for _, held, _, beside in calls), calls  # never more shares than the device has
     halves = [c for c in calls if c[1] == 2]
@@ -255,16 +258,8 @@ def test_an_evaluation_out_of_its_share_runs_again_with_half_the_device_beside_o
 def test_an_evaluation_out_of_half_the_device_runs_again_with_all_of_it_alone(tmp_path, monkeypatch):
     ex, calls = _sharing_executor(tmp_path, monkeypatch, {"huge": 4})
     huge, small = _task("huge"), _task("small")
-
-    async def main():
-        first = await asyncio.gather(ex.evaluate(huge, "huge-a"), *(ex.evaluate(small, f"small-{i}") for i in range(3)))
-        later = await ex.evaluate(huge, "huge-b")
-        return first, later
-
-    try:
-        first, later = asyncio.run(main())
-    finally:
-        asyncio.run(ex.close())
+    batch = [(huge, "huge-a"), *((small, f"small-{i}") for i in range(3))]
+    first, later = _batch_then_one(ex, batch, (huge, "huge-b"))
     assert [v.status for v in first] == ["correct"] * 4 and later.status == "correct"
     assert [c[:3] for c in calls if c[0].startswith("huge")] == [
         ("huge-a", 1, False),
