@@ -4,9 +4,10 @@
 
 (a)    one candidate at a time, each built and evaluated in a fresh process the way KernelBench's scripts do
        it (scripts/kernelbench_style_eval.py), on the first --kb-baseline candidates;
-(cuts) median build seconds of the same candidates' extensions built four ways: torch's default load_inline
+(cuts) median build seconds of the same candidates' extensions built five ways: torch's default load_inline
        (the build inside (a)); the evaluator's build with no source split and no PCH; with the split (torch
-       glue out of the .cu); with the split and the shared precompiled torch/extension.h;
+       glue out of the .cu); with the split and the shared precompiled torch/extension.h; and with the split
+       glue's host code at -O1 instead of -O3 (the default);
 (b)    the local executor on all candidates at once, cold build cache;
 (c)    the same again, warm cache (builds and per-task baselines reused).
 Verdicts of (a) and (b) are compared for the candidates both ran.
@@ -58,9 +59,9 @@ def build_cuts(items: list[tuple], arch: str, workers: int, mode: str = "full") 
         found, _ = ev.capture(program)
         specs.extend(found)
 
-    def ours(split: bool, pch: bool):
+    def ours(split: bool, pch: bool, glue: str = SandboxConfig().split_glue_opt_level):
         builder = Builder(Path(tempfile.mkdtemp(prefix="cut-")), use_pch=pch)
-        cfg = SandboxConfig(backend="cuda", split_sources=split)
+        cfg = SandboxConfig(backend="cuda", split_sources=split, split_glue_opt_level=glue)
         if pch:  # the PCH is built once per machine: build it before timing, as a long-running service would
             builder.build(prepare_build(specs[0], cfg, arch), mode=mode)
 
@@ -76,8 +77,9 @@ def build_cuts(items: list[tuple], arch: str, workers: int, mode: str = "full") 
 
     variants = {
         "evaluator, no split, no PCH": ours(False, False),
-        "evaluator + split": ours(True, False),
-        "evaluator + split + PCH": ours(True, True),
+        "evaluator + split (glue -O3)": ours(True, False, "-O3"),
+        "evaluator + split + PCH (glue -O3)": ours(True, True, "-O3"),
+        "evaluator + split + PCH + glue -O1": ours(True, True, "-O1"),
     }
     out: dict[str, list[float | None]] = {}
     for name, fn in variants.items():

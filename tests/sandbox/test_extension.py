@@ -60,3 +60,31 @@ def test_cpu_backend_rejects_cuda_sources():
 def test_is_python_module_false_is_refused():
     with pytest.raises(SpecError, match="is_python_module=False"):
         prepare_build(spec(is_python_module=False), SandboxConfig(backend="cpu"), None)
+
+
+SPLITTABLE = r"""
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+torch::Tensor relu_cuda(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+
+def test_split_glue_is_built_at_its_own_level_and_the_kernels_at_o3():
+    s = spec(cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);", cuda_sources=SPLITTABLE, functions=["relu_cuda"])
+    split = prepare_build(s, SandboxConfig(backend="cuda"), "9.0")
+    assert split.split_sources and split.cflags == ["-O1"] and split.cuda_cflags == ["-O3"]
+    kept = prepare_build(s, SandboxConfig(backend="cuda", split_glue_opt_level="-O3"), "9.0")
+    assert kept.split_sources and kept.cflags == ["-O3"]
+    # Unsplit, the .cpp may hold whatever the candidate wrote: the evaluator's -O3.
+    whole = prepare_build(s, SandboxConfig(backend="cuda"), "9.0", split_sources=False)
+    assert not whole.split_sources and whole.cflags == ["-O3"]
+    assert SandboxConfig(backend="cpu").split_glue_opt_level == "-O1"  # cpu builds never split: -O3 kept
+    assert prepare_build(spec(), SandboxConfig(backend="cpu"), None).cflags == ["-O3", "-fopenmp"]
