@@ -17,6 +17,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -143,6 +144,7 @@ class _Run:
     compile_here: bool = False  # no task baseline with a compile timing to reuse: the worker times torch.compile
     timing_cores: frozenset[int] | None = None  # the device's reserved CPUs, the worker's while it times
     worker_pid: int | None = None
+    comparing: Future[TrialResult] | None = None  # the last shipped trial's comparison, running beside the worker
 
     def add_finding(
         self,
@@ -170,6 +172,12 @@ class _Run:
         elapsed, self.stage_started = now - self.stage_started - self.paused_s, now
         self.paused_s = 0.0
         return max(0.0, elapsed)
+
+    def compared(self) -> None:
+        """The comparison still running (at most one) is over and in ``trials``, in trial order."""
+        if self.comparing is not None:
+            pending, self.comparing = self.comparing, None
+            self.trials.append(pending.result())
 
     def error(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
@@ -241,12 +249,17 @@ class Evaluator:
             run.reference_key = reference_key(reference, cfg, f"torch {torch.__version__}, {cuda_visible_devices}")
             run.known_reference = self.reference_cache.get(run.reference_key)
         if not run.compile_failed and not (run.has_hack() and cfg.policy.stop_on_static_error):
-            self._run_worker(
-                run,
-                reference,
-                worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices),
-                GateHold(gate, alone=alone),
-            )
+            with ThreadPoolExecutor(1, thread_name_prefix="compare") as compare:
+                try:
+                    self._run_worker(
+                        run,
+                        reference,
+                        worker or WorkerProcess(cfg, cuda_visible_devices=cuda_visible_devices),
+                        GateHold(gate, alone=alone),
+                        compare,
+                    )
+                finally:
+                    run.compared()
         elif worker is not None:
             worker.close()
         run.durations.total_s = time.monotonic() - started
@@ -424,7 +437,9 @@ class Evaluator:
         )
 
     # ---- the worker conversation ------------------------------------------------------------------------------
-    def _run_worker(self, run: _Run, reference: str, worker: WorkerProcess, hold: GateHold) -> None:
+    def _run_worker(
+        self, run: _Run, reference: str, worker: WorkerProcess, hold: GateHold, compare: ThreadPoolExecutor
+    ) -> None:
         cfg = self.config
         try:
             chan = worker.start()
@@ -453,7 +468,7 @@ class Evaluator:
                     # The limit is on the worker's time: what this side spends on a message (builds, gate
                     # waits, comparing outputs on the host, slow under a loaded host) is not the candidate's.
                     handled = time.monotonic()
-                    done = self._handle(run, chan, msg, hold)
+                    done = self._handle(run, chan, msg, hold, compare)
                     deadline += time.monotonic() - handled
                     if done:
                         return
@@ -491,7 +506,7 @@ class Evaluator:
             run.durations.teardown_s = time.monotonic() - t0
             hold.release()
 
-    def _handle(self, run: _Run, chan: Channel, msg: Message, hold: GateHold) -> bool:
+    def _handle(self, run: _Run, chan: Channel, msg: Message, hold: GateHold, compare: ThreadPoolExecutor) -> bool:
         """Process one message; returns whether the evaluation is finished."""
         cfg = self.config
         body = msg.body
@@ -560,8 +575,9 @@ class Evaluator:
             # The worker finished the trial's device work before sending it and waits for "go" before the next:
             # the device is not this evaluation's while its outputs are compared here.
             hold.to(None)
-            self._trial(run, body, unpack_tensors(msg))
+            self._trial(run, body, unpack_tensors(msg), compare)
         elif msg.type == "trials_done":
+            run.compared()
             self._integrity(run, body)
             run.durations.correctness_s = run.close_stage()
             go = cfg.measure_performance and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
@@ -722,14 +738,18 @@ class Evaluator:
                     "runtime.forbidden_operation", "runtime", f"the candidate attempted {what}", evidence=what
                 )
 
-    def _trial(self, run: _Run, body: dict[str, Any], values: list[Any]) -> None:
+    def _trial(self, run: _Run, body: dict[str, Any], values: list[Any], compare: ThreadPoolExecutor) -> None:
         cfg = self.config
         index = int(body["index"])
         ref = run.ref_meta[index]
+        run.compared()  # one comparison at a time: two trials' outputs on the host at most
         if ref.get("on_device"):
-            result = self._kept_trial(run, body, values, ref, index)
+            run.trials.append(self._kept_trial(run, body, values, ref, index))
         else:
-            result = compare_outputs(
+            # Compared beside the worker's next trial: it waits for our "go", not for this comparison (for 256 MB
+            # outputs on the host, about as long as the trial's own device work, transfer included).
+            run.comparing = compare.submit(
+                compare_outputs,
                 body["outputs"],
                 values,
                 ref["outputs"],
@@ -739,7 +759,6 @@ class Evaluator:
                 distribution=ref["distribution"],
                 seed=ref["seed"],
             )
-        run.trials.append(result)
         for op, n in body.get("ops", {}).items():
             run.aten_ops[op] = max(run.aten_ops.get(op, 0), int(n))
         if index == 0 or len(run.trials) == 1:

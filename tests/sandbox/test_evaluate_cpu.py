@@ -1,11 +1,15 @@
 """The whole sandbox on the cpu backend, with real C++ extensions: every way a candidate can end."""
 
+import importlib
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from rubric_rl.sandbox import Evaluator, SandboxConfig
+from rubric_rl.sandbox import Evaluator, SandboxConfig, protocol
+
+evaluate_module = importlib.import_module("rubric_rl.sandbox.evaluate")  # the package's `evaluate` is a function
 
 pytestmark = pytest.mark.slow
 
@@ -110,6 +114,45 @@ def test_the_evaluators_own_time_does_not_count_against_the_worker(evaluator, re
     monkeypatch.setattr(Evaluator, "_trial", slow_trial)
     v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_correct.py", run_timeout_s=15)
     assert v.status == "correct", v.errors
+
+
+def test_a_trials_comparison_runs_while_the_worker_goes_on_to_the_next(evaluator, reference, examples_dir, monkeypatch):
+    # Comparing a shipped trial's outputs here took about as long as the trial itself (256 MB outputs on the
+    # H200 host), and the worker waited for it before its next trial. Each comparison below holds on until the
+    # evaluator has told the worker to go on: done one after the other, none would see it.
+    gos = threading.Condition()
+    sent = {"go": 0}
+    real_send, real_compare = protocol.Channel.send, evaluate_module.compare_outputs
+
+    def send(self, type_, body=None, tensors=None):
+        real_send(self, type_, body, tensors)
+        if type_ == "go":
+            with gos:
+                sent["go"] += 1
+                gos.notify_all()
+
+    overlapped: dict[int, bool] = {}
+    at_trial: dict[int, int] = {}  # "go"s sent when each trial's outputs arrived
+    real_trial = Evaluator._trial
+
+    def trial(self, run, body, *args):
+        at_trial[int(body["index"])] = sent["go"]
+        return real_trial(self, run, body, *args)
+
+    def compare(*args, **kwargs):
+        index = kwargs["index"]
+        if index < 6:  # every trial but the plan's last (5 task, 2 other distributions)
+            with gos:
+                overlapped[index] = gos.wait_for(lambda: sent["go"] > at_trial[index], timeout=10)
+        return real_compare(*args, **kwargs)
+
+    monkeypatch.setattr(protocol.Channel, "send", send)
+    monkeypatch.setattr(Evaluator, "_trial", trial)
+    monkeypatch.setattr(evaluate_module, "compare_outputs", compare)
+    v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_correct.py", reference_cache_mb=0)
+    assert v.status == "correct", v.errors
+    assert overlapped == dict.fromkeys(range(6), True)
+    assert [t.index for t in v.trials[:7]] == list(range(7))  # collected in trial order
 
 
 def test_python_exit_zero_is_not_success(evaluator, reference):

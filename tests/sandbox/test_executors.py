@@ -309,16 +309,17 @@ def test_correctness_gives_way_to_a_waiting_timing_between_trials(sandbox, examp
 def test_the_device_is_free_while_the_evaluator_compares_a_trial(sandbox, examples_dir, monkeypatch):
     # On the H200 a slot held the device shared while its evaluator read and compared each 256 MB trial output
     # (about a second each), and waiting timings waited for it: the worker now finishes a trial's device work
-    # before sending it, and the evaluator compares holding no gate.
+    # before sending it, and the evaluator compares holding no gate (beside the worker's next trial, which
+    # holds it shared only once the evaluator has let it go on).
     from rubric_rl.sandbox import Evaluator
 
     gate = _RecordingGate()
     held: list[tuple[int, bool]] = []
     compare_trial = Evaluator._trial
 
-    def recording(self, run, body, values):
+    def recording(self, run, body, *args):
         held.append((gate._readers, gate._writer))
-        return compare_trial(self, run, body, values)
+        return compare_trial(self, run, body, *args)
 
     monkeypatch.setattr(Evaluator, "_trial", recording)
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()

@@ -4,6 +4,7 @@ KernelBench Level 1 has 6 GB outputs (ReLU on 4096 x 393216); copying seven tria
 overran the worker's host memory limit and honest candidates ended as runtime errors.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -159,7 +160,8 @@ def test_inputs_drawn_again_but_different_are_tampering():
         "reference_intact": True,
         "inputs_intact": False,
     }
-    Evaluator(cfg)._trial(run, body, [r, r])
+    with ThreadPoolExecutor(1) as compare:
+        Evaluator(cfg)._trial(run, body, [r, r], compare)
     assert "protocol.tampering" in [f.rule for f in run.findings]
 
 
