@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from rubric_rl.sandbox.compile_log import build_source_map, digest_compiler_output
 from rubric_rl.sandbox.extension import PreparedBuild
+from rubric_rl.sandbox.job_server import Job, JobServerGone, job_server
 from rubric_rl.sandbox.proctree import kill_tree
 
 log = logging.getLogger(__name__)
@@ -255,18 +256,20 @@ class Builder:
         if self.jobs:
             env["MAX_JOBS"] = str(self.jobs)
         started = time.monotonic()
-        with open(build_dir / "job.log", "wb") as job_log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "rubric_rl.sandbox.compile_job", str(request)],
-                stdout=job_log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=env,
-            )
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        try:
+            job = job_server().start(str(request), env, str(build_dir / "job.log"), cores)
             try:
-                proc.wait(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_job(proc)
+                code = job.wait(self.timeout_s)
+            except BaseException:  # JobServerGone too: the job lives on in its own session
+                # The job runs in its own session (so a timeout can kill nvcc and ninja with it) and would
+                # otherwise outlive an interrupted wait (KeyboardInterrupt, a test's timeout): compiling on,
+                # holding cores and, while it builds the shared PCH, the PCH's lock that other builds wait on.
+                _kill_job(job)
+                shutil.rmtree(build_dir, ignore_errors=True)
+                raise
+            if code is None:
+                _kill_job(job)
                 shutil.rmtree(build_dir, ignore_errors=True)
                 return BuildOutcome(
                     key=key,
@@ -277,18 +280,22 @@ class Builder:
                     digest=f"build exceeded its {self.timeout_s:.0f} s limit",
                     prepared=prepared,
                 )
-            except BaseException:
-                # The job runs in its own session (so a timeout can kill nvcc and ninja with it) and would
-                # otherwise outlive an interrupted wait (KeyboardInterrupt, a test's timeout): compiling on,
-                # holding cores and, while it builds the shared PCH, the PCH's lock that other builds wait on.
-                _kill_job(proc)
-                shutil.rmtree(build_dir, ignore_errors=True)
-                raise
+        except JobServerGone as e:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            return BuildOutcome(
+                key=key,
+                ok=False,
+                cached=False,
+                seconds=time.monotonic() - started,
+                infra_error=str(e),
+                prepared=prepared,
+            )
         seconds = time.monotonic() - started
         try:
             result = json.loads((build_dir / "result.json").read_text())
         except (FileNotFoundError, ValueError):
-            tail = (build_dir / "job.log").read_text(errors="replace")[-2000:]
+            log = build_dir / "job.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(it wrote no log)"
             shutil.rmtree(build_dir, ignore_errors=True)
             return BuildOutcome(
                 key=key,
@@ -296,7 +303,7 @@ class Builder:
                 cached=False,
                 seconds=seconds,
                 prepared=prepared,
-                infra_error=f"build job died (exit {proc.returncode}): {tail}",
+                infra_error=f"build job died (exit {code}): {tail}",
             )
         if result.get("infra_error"):
             shutil.rmtree(build_dir, ignore_errors=True)
@@ -354,7 +361,10 @@ class Builder:
         )
 
 
-def _kill_job(proc: subprocess.Popen) -> None:
-    """Kill a build job with the compilers under it (ninja gives each its own process group) and reap it."""
-    kill_tree(proc.pid)
-    proc.wait()
+def _kill_job(job: Job) -> None:
+    """Kill a build job with the compilers under it (ninja gives each its own process group) and see it end."""
+    kill_tree(job.pid)
+    try:
+        job.wait(30)
+    except JobServerGone:
+        pass

@@ -1,11 +1,12 @@
-"""One extension build, run as ``python -m rubric_rl.sandbox.compile_job REQUEST.json`` by the builder.
+"""One extension build: ``run_forked`` in a job the build job server forked, or by hand as
+``python -m rubric_rl.sandbox.compile_job REQUEST.json``.
 
 It drives torch's own ``load_inline`` machinery (source assembly, bindings, ninja file, flags) into a build
 directory the builder chose, with these changes: the built library is not imported here (loading untrusted
 native code is the execution worker's business, inside its sandbox), and in ``objects`` mode only the object
 files are compiled (a compile-only check that needs no CUDA runtime and no GPU). It writes ``result.json``
 into the build directory. With ``pch_root`` set, the host compiler loads a shared precompiled
-``torch/extension.h`` (see ``rubric_rl.sandbox.pch``). It runs in its own process group so that the builder
+``torch/extension.h`` (see ``rubric_rl.sandbox.pch``). It runs in its own session so that the builder
 can kill the whole compiler tree on timeout.
 """
 
@@ -65,6 +66,11 @@ def main(request_path: str) -> int:
     build_dir = request["build_dir"]
     started = time.monotonic()
     result: dict[str, object] = {"ok": False}
+    # Diagnostics: whether the fork server had imported torch's build machinery, and the CPUs the job ran on.
+    job = {
+        "preloaded": "torch.utils.cpp_extension" in sys.modules,
+        "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+    }
     from torch.utils import cpp_extension as ce
 
     built: dict[str, str] = {}
@@ -105,8 +111,28 @@ def main(request_path: str) -> int:
     except Exception as e:  # the compiler's verdict on candidate code: reported, not raised
         result = {"ok": False, "log": str(e)}
     result["seconds"] = time.monotonic() - started
+    result["job"] = job
     Path(build_dir, "result.json").write_text(json.dumps(result))
     return 0
+
+
+def run_forked(request_path: str, env: dict[str, str], log_path: str, cores: list[int] | None) -> None:
+    """``main`` in a job forked by the build job server (``rubric_rl.sandbox.job_server``): a session of its
+    own (the builder kills the whole compiler tree on timeout), output into ``log_path``, the builder's
+    environment and CPUs as they are now, not as they were when the server started."""
+    os.setsid()
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    if cores and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, cores)
+    os.environ.clear()
+    os.environ.update(env)
+    code = main(request_path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # nothing of the server's state to tear down
 
 
 if __name__ == "__main__":

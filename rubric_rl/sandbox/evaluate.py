@@ -742,6 +742,7 @@ class Evaluator:
         cfg = self.config
         index = int(body["index"])
         ref = run.ref_meta[index]
+        first = not run.trials and run.comparing is None  # the first trial to arrive: its ops are checked
         run.compared()  # one comparison at a time: two trials' outputs on the host at most
         if ref.get("on_device"):
             run.trials.append(self._kept_trial(run, body, values, ref, index))
@@ -761,7 +762,7 @@ class Evaluator:
             )
         for op, n in body.get("ops", {}).items():
             run.aten_ops[op] = max(run.aten_ops.get(op, 0), int(n))
-        if index == 0 or len(run.trials) == 1:
+        if first:
             bad = forbidden_ops(body.get("ops", {}), cfg.policy.allowed_aten_ops)
             if bad:
                 run.add_finding(

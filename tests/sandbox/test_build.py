@@ -1,6 +1,9 @@
-"""The builder's process hygiene: an interrupted build leaves no compiler behind."""
+"""The builder's process hygiene: an interrupted build leaves no compiler behind; jobs are forked ready."""
 
+import json
+import os
 import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -11,6 +14,7 @@ import pytest
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.extension import ExtensionSpec, prepare_build
+from rubric_rl.sandbox.job_server import job_server
 
 
 class Interrupted(Exception):
@@ -40,6 +44,7 @@ def assert_no_build_jobs(cache: Path) -> None:
     while build_jobs(cache) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not build_jobs(cache), [p.info["cmdline"] for p in build_jobs(cache)]
+    assert not psutil.Process(job_server().pid).children()  # the job itself is gone too
     assert not list((cache / "tmp").iterdir())  # the half-built directory is gone
 
 
@@ -69,3 +74,33 @@ def test_an_interrupted_build_kills_its_compile_job(tmp_path: Path):
         signal.signal(signal.SIGALRM, previous)
 
     assert_no_build_jobs(cache)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_a_build_job_is_forked_with_torch_imported_on_the_builders_cpus_of_now(tmp_path: Path):
+    # A fresh interpreter per job spent 1.2 s of CPU importing torch, of a split build's 10 (2 cores).
+    cache = tmp_path / "cache"
+    builder = Builder(cache, use_pch=False)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})  # after the fork server may have started: the job follows anyway
+    try:
+        outcome = builder.build(fresh_build(cache), mode="objects")
+    finally:
+        os.sched_setaffinity(0, before)
+    assert outcome.ok, outcome.digest
+    job = json.loads((builder.cache.entry_dir(outcome.key) / "result.json").read_text())["job"]
+    assert job == {"preloaded": True, "cpus": [min(before)]}
+
+
+@pytest.mark.slow
+def test_a_build_whose_job_server_dies_is_an_infra_error_and_the_next_build_gets_a_new_server(tmp_path: Path):
+    cache = tmp_path / "cache"
+    builder = Builder(cache, use_pch=False)
+    server = job_server()
+    threading.Timer(2.0, lambda: os.kill(server.pid, signal.SIGKILL)).start()
+    outcome = builder.build(fresh_build(cache), mode="objects")
+    assert not outcome.ok and "job server ended" in (outcome.infra_error or ""), outcome
+    assert_no_build_jobs(cache)  # its job, orphaned in its own session, was killed by the builder
+    assert job_server() is not server
+    assert builder.build(fresh_build(cache), mode="objects").ok
