@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -270,58 +270,31 @@ class Builder:
                 raise
             if code is None:
                 _kill_job(job)
-                shutil.rmtree(build_dir, ignore_errors=True)
-                return BuildOutcome(
-                    key=key,
-                    ok=False,
-                    cached=False,
-                    seconds=time.monotonic() - started,
+                return _abandoned(
+                    build_dir,
+                    key,
+                    prepared,
+                    time.monotonic() - started,
                     timed_out=True,
                     digest=f"build exceeded its {self.timeout_s:.0f} s limit",
-                    prepared=prepared,
                 )
         except JobServerGone as e:
-            shutil.rmtree(build_dir, ignore_errors=True)
-            return BuildOutcome(
-                key=key,
-                ok=False,
-                cached=False,
-                seconds=time.monotonic() - started,
-                infra_error=str(e),
-                prepared=prepared,
-            )
+            return _abandoned(build_dir, key, prepared, time.monotonic() - started, infra_error=str(e))
         seconds = time.monotonic() - started
         try:
             result = json.loads((build_dir / "result.json").read_text())
         except (FileNotFoundError, ValueError):
             log = build_dir / "job.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(it wrote no log)"
-            shutil.rmtree(build_dir, ignore_errors=True)
-            return BuildOutcome(
-                key=key,
-                ok=False,
-                cached=False,
-                seconds=seconds,
-                prepared=prepared,
-                infra_error=f"build job died (exit {code}): {tail}",
-            )
+            return _abandoned(build_dir, key, prepared, seconds, infra_error=f"build job died (exit {code}): {tail}")
         if result.get("infra_error"):
-            shutil.rmtree(build_dir, ignore_errors=True)
-            return BuildOutcome(
-                key=key, ok=False, cached=False, seconds=seconds, infra_error=result["infra_error"], prepared=prepared
-            )
+            return _abandoned(build_dir, key, prepared, seconds, infra_error=result["infra_error"])
         if result["ok"]:
             module_name = result["module_name"]
             library = f"{module_name}.so" if mode == "full" else None
             if library and not (build_dir / library).exists():
-                shutil.rmtree(build_dir, ignore_errors=True)
-                return BuildOutcome(
-                    key=key,
-                    ok=False,
-                    cached=False,
-                    seconds=seconds,
-                    prepared=prepared,
-                    infra_error=f"build reported success but {library} is missing",
+                return _abandoned(
+                    build_dir, key, prepared, seconds, infra_error=f"build reported success but {library} is missing"
                 )
             record = BuildRecord(
                 key=key,
@@ -359,6 +332,12 @@ class Builder:
             digest=record.digest,
             prepared=prepared,
         )
+
+
+def _abandoned(build_dir: Path, key: str, prepared: PreparedBuild, seconds: float, **why: Any) -> BuildOutcome:
+    """A build that leaves nothing in the cache: its directory removed, a failed outcome saying why."""
+    shutil.rmtree(build_dir, ignore_errors=True)
+    return BuildOutcome(key=key, ok=False, cached=False, seconds=seconds, prepared=prepared, **why)
 
 
 def _kill_job(job: Job) -> None:
