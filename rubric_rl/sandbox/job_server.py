@@ -118,12 +118,6 @@ class JobServer:
         for replies in waiting:
             replies.put({})  # neither pid nor exit: the server is gone
 
-    def close(self) -> None:
-        """End the server (and any job still running)."""
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        self._proc.wait()
-
 
 _server: JobServer | None = None
 _server_pid: int | None = None  # the process that started it (a forked builder starts its own)
