@@ -4,10 +4,11 @@
 
 (a)    one candidate at a time, each built and evaluated in a fresh process the way KernelBench's scripts do
        it (scripts/kernelbench_style_eval.py), on the first --kb-baseline candidates;
-(cuts) median build seconds of the same candidates' extensions built five ways: torch's default load_inline
+(cuts) median build seconds of the same candidates' extensions built six ways: torch's default load_inline
        (the build inside (a)); the evaluator's build with no source split and no PCH; with the split (torch
        glue out of the .cu); with the split and the shared precompiled torch/extension.h; and with the split
-       glue's host code at -O1 instead of -O3 (the default);
+       glue's host code at -O1 instead of -O3 (the default); and that last way on a cache without the PCH,
+       which the first builds wait for (one of them builds it);
 (b)    the local executor on all candidates at once, cold build cache;
 (c)    the same again, warm cache (builds and per-task baselines reused).
 Verdicts of (a) and (b) are compared for the candidates both ran.
@@ -49,7 +50,9 @@ from rubric_rl.sandbox.executors.local import LocalExecutor, visible_gpus
 from rubric_rl.sandbox.extension import prepare_build
 
 
-def build_cuts(items: list[tuple], arch: str, workers: int, mode: str = "full") -> dict[str, list[float | None]]:
+def build_cuts(
+    items: list[tuple], arch: str, workers: int, mode: str = "full", only: str = ""
+) -> dict[str, list[float | None]]:
     """Seconds per build for each way of building, same extensions, builds of one variant run in parallel.
     ``mode="objects"`` compiles without linking: it needs no CUDA libraries, so it measures the cuts on a
     machine without a GPU (nvcc alone)."""
@@ -59,10 +62,10 @@ def build_cuts(items: list[tuple], arch: str, workers: int, mode: str = "full") 
         found, _ = ev.capture(program)
         specs.extend(found)
 
-    def ours(split: bool, pch: bool, glue: str = SandboxConfig().split_glue_opt_level):
+    def ours(split: bool, pch: bool, glue: str, cold_pch: bool):
         builder = Builder(Path(tempfile.mkdtemp(prefix="cut-")), use_pch=pch)
         cfg = SandboxConfig(backend="cuda", split_sources=split, split_glue_opt_level=glue)
-        if pch:  # the PCH is built once per machine: build it before timing, as a long-running service would
+        if pch and not cold_pch:  # the PCH is built once per machine: built before timing, as a service would
             builder.build(prepare_build(specs[0], cfg, arch), mode=mode)
 
         def one(spec) -> float | None:
@@ -75,14 +78,19 @@ def build_cuts(items: list[tuple], arch: str, workers: int, mode: str = "full") 
 
         return one
 
-    variants = {
-        "evaluator, no split, no PCH": ours(False, False),
-        "evaluator + split (glue -O3)": ours(True, False, "-O3"),
-        "evaluator + split + PCH (glue -O3)": ours(True, True, "-O3"),
-        "evaluator + split + PCH + glue -O1": ours(True, True, "-O1"),
+    variants: dict[str, tuple[bool, bool, str, bool]] = {  # split, PCH, glue level, PCH not built yet
+        "evaluator, no split, no PCH": (False, False, "-O3", False),
+        "evaluator + split (glue -O3)": (True, False, "-O3", False),
+        "evaluator + split + PCH (glue -O3)": (True, True, "-O3", False),
+        "evaluator + split + PCH + glue -O1": (True, True, "-O1", False),
+        # A cold cache: the first builds wait for the PCH (one of them builds it), as in (b)'s first wave.
+        "the same, PCH not yet built": (True, True, "-O1", True),
     }
     out: dict[str, list[float | None]] = {}
-    for name, fn in variants.items():
+    for name, way in variants.items():
+        if only not in name:
+            continue
+        fn = ours(*way)
         with ThreadPoolExecutor(workers) as pool:
             out[name] = list(pool.map(fn, specs))
         print(f"{name}: {[fmt(x, '.1f') for x in out[name]]}", flush=True)
@@ -140,6 +148,7 @@ def main() -> None:
     ap.add_argument("--build-workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--skip", default="", help="comma list of phases to skip: a,cuts,b,c")
     ap.add_argument("--build-mode", choices=["full", "objects"], default="full", help="of the build cuts")
+    ap.add_argument("--cuts-matching", default="", help="measure only the build cuts whose names contain this")
     ap.add_argument("--a-from", type=Path, default=None, help="take (a) from an earlier run's JSON instead")
     ap.add_argument("--cv-candidates", type=int, default=12, help="candidates evaluated --cv-repeats times")
     ap.add_argument("--cv-repeats", type=int, default=5)
@@ -178,7 +187,9 @@ def main() -> None:
         write_json(args.out, report)
 
     if "cuts" not in skip:
-        cuts = build_cuts(items[: args.kb_baseline], arch, min(args.build_workers, 8), args.build_mode)
+        cuts = build_cuts(
+            items[: args.kb_baseline], arch, min(args.build_workers, 8), args.build_mode, args.cuts_matching
+        )
         if kb:  # the same extensions, built by torch's default load_inline in (a), one at a time
             cuts = {"torch default load_inline (in (a))": [r.get("build_s") for r in kb], **cuts}
         report["build_cuts"] = {

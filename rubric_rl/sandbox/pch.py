@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 _NAME_DEFINE = re.compile(r"\s-DTORCH_EXTENSION_NAME=\S+")
@@ -38,31 +39,53 @@ def _compiler_is_gcc(cxx: str) -> bool:
     )
 
 
-def ensure_pch(root: Path, ninja_text: str, timeout_s: float) -> Path | None:
-    """The include directory holding a valid PCH for this build's host flags, building it if needed."""
+@dataclass(frozen=True)
+class PchPlan:
+    """One flag set's PCH: how to build it and where it lives."""
+
+    cxx: str
+    cflags: str  # the build's host flags less TORCH_EXTENSION_NAME
+    post: str
+    header: Path  # torch's extension.h
+    include_dir: Path  # <root>/<key>: the copy of extension.h and, once built, its .gch
+
+    @property
+    def built(self) -> bool:
+        return (self.include_dir / "torch" / "extension.h.gch").exists()
+
+
+def pch_plan(root: Path, ninja_text: str) -> PchPlan | None:
+    """The PCH for this build's host flags, under ``root``; None where the host compiler is not GCC."""
     cxx = _ninja_var(ninja_text, "cxx") or "c++"
-    cflags = _NAME_DEFINE.sub("", " " + _ninja_var(ninja_text, "cflags")).strip()
-    post = _ninja_var(ninja_text, "post_cflags")
     if not _compiler_is_gcc(cxx):
         return None
     import torch.utils.cpp_extension as ce
 
+    cflags = _NAME_DEFINE.sub("", " " + _ninja_var(ninja_text, "cflags")).strip()
+    post = _ninja_var(ninja_text, "post_cflags")
     header = Path(ce.include_paths()[0]) / "torch" / "extension.h"
     key = hashlib.sha256("\n".join([cxx, cflags, post, str(header), header.read_text()]).encode()).hexdigest()[:24]
-    final = root / key
-    if (final / "torch" / "extension.h.gch").exists():
-        return final
+    return PchPlan(cxx, cflags, post, header, root / key)
+
+
+def ensure_pch(plan: PchPlan, timeout_s: float) -> Path | None:
+    """The include directory holding the plan's PCH, built under its lock if nobody has built it yet; None if
+    it cannot be built (the build then reads the real headers)."""
+    if plan.built:
+        return plan.include_dir
+    final = plan.include_dir
+    root, key = final.parent, final.name
     root.mkdir(parents=True, exist_ok=True)
     fd = os.open(root / f"{key}.lock", os.O_CREAT | os.O_RDWR, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        if (final / "torch" / "extension.h.gch").exists():
+        if plan.built:
             return final
         work = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
         (work / "torch").mkdir()
-        shutil.copy(header, work / "torch" / "extension.h")
+        shutil.copy(plan.header, work / "torch" / "extension.h")
         target = work / "torch" / "extension.h"
-        cmd = f"{cxx} {cflags} -x c++-header {target} -o {target}.gch {post}"
+        cmd = f"{plan.cxx} {plan.cflags} -x c++-header {target} -o {target}.gch {plan.post}"
         proc = subprocess.run(cmd, shell=True, capture_output=True, timeout=timeout_s, check=False)
         if proc.returncode != 0:
             shutil.rmtree(work, ignore_errors=True)
@@ -76,7 +99,10 @@ def ensure_pch(root: Path, ninja_text: str, timeout_s: float) -> Path | None:
 
 
 def use_pch(build_directory: str, include_dir: Path) -> None:
-    """Put the PCH directory first on the host compiler's include path in this build's ninja file."""
+    """Put the PCH directory first on the host compiler's include path in this build's ninja file (replaced
+    whole: a ninja already compiling the kernels reads either version, and their rule has no host flags)."""
     path = Path(build_directory, "build.ninja")
-    text = path.read_text()
-    path.write_text(re.sub(r"^cflags = ", f"cflags = -I{include_dir} ", text, count=1, flags=re.MULTILINE))
+    text = re.sub(r"^cflags = ", f"cflags = -I{include_dir} ", path.read_text(), count=1, flags=re.MULTILINE)
+    staged = path.with_name("build.ninja.pch")
+    staged.write_text(text)
+    os.replace(staged, path)
