@@ -162,3 +162,19 @@ def test_outputs_kept_on_the_gpu_fit_a_fraction_of_its_memory(evaluator, referen
     )
     assert v.status == "correct", (v.status, v.errors)
     assert all(t.compared_in == "worker" for t in v.trials if t.distribution != "timed")
+
+
+def test_a_fingerprint_on_the_gpu_is_the_one_on_the_host():
+    # The worker fingerprints kept outputs on the device; the sums must not depend on where they ran, down to
+    # int64 wrap-around (a row of 4096 largest int32 words, weighted by 4096 rows, overflows it).
+    import torch
+
+    from rubric_rl.sandbox.inputs import fingerprint
+
+    values = [
+        torch.randn(3 * 4096 + 5),
+        torch.full((1 << 24,), 2**31 - 1, dtype=torch.int32),
+        (torch.arange(2 * 4096 + 3) % 256).to(torch.uint8),
+    ]
+    for v in values:
+        assert fingerprint([v.cuda()]) == fingerprint([v]), v.dtype

@@ -32,6 +32,30 @@ def test_fingerprint_sees_a_changed_and_a_moved_word():
     assert fingerprint([torch.arange(7, dtype=torch.uint8)]) != fingerprint([torch.arange(7, dtype=torch.uint8) + 1])
 
 
+def test_fingerprint_is_the_plain_and_the_position_weighted_sum_of_the_words():
+    # Rows of the matrix it sums by rows and columns, and a tail: the definition, word by word.
+    x = torch.randn(3 * 4096 + 5)
+    words = [int(w) for w in x.view(torch.int32)]
+    plain = sum(words) % 2**64
+    weighted = sum((p + 1) * w for p, w in enumerate(words)) % 2**64
+    assert fingerprint([x]) == [f"torch.float32:[{x.numel()}]:{plain:016x}:{weighted:016x}"]
+    odd = torch.arange(4096 * 2 + 3, dtype=torch.int64).to(torch.uint8)  # bytes, not words: an odd size
+    raw = [int(b) for b in odd]
+    expected = f"{sum(raw):016x}:{sum((p + 1) * b for p, b in enumerate(raw)):016x}"
+    assert fingerprint([odd])[0].endswith(expected)
+
+
+def test_fingerprint_sees_words_swapped_across_rows_and_far_apart():
+    x = torch.randn(2_000_100)
+    before = fingerprint([x])
+    # 1,000,003 positions apart: the old weights (position modulo 1,000,003) were equal there, so this swap went
+    # unseen.
+    for i, j in [(5, 5 + 1_000_003), (10, 10 + 4096), (4096 * 7 + 1, 4096 * 7 + 2), (0, x.numel() - 1)]:
+        swapped = x.clone()
+        swapped[[i, j]] = swapped[[j, i]]
+        assert fingerprint([swapped]) != before, (i, j)
+
+
 def test_samples_take_the_same_positions_of_both_outputs():
     r = torch.arange(10_000, dtype=torch.float32).reshape(100, 100)
     cs, rs = sample_pairs([r.clone()], [r], seed=7, k=256)
