@@ -2,7 +2,7 @@
 
 A build job started as a fresh interpreter spent its first 1.2 s of CPU importing torch (2 cores), of a split
 build's 9.5 s; on a 16-core host building sixteen extensions at once, each of them paid it again. The server
-is a child interpreter (``python -m rubric_rl.sandbox.job_server``, one per process that builds) that imports
+is a child interpreter (``SERVER_COMMAND``, one per process that builds) that imports
 ``torch.utils.cpp_extension`` and ``compile_job`` and then, for each request on its stdin, forks a job that
 runs ``compile_job.run_forked``: its own session, its log, the environment and the CPUs the builder has when
 it asks. The server replies on its stdout with the job's pid, and later with its exit code.
@@ -54,12 +54,17 @@ class Job:
         return int(self._last["exit"])
 
 
+# Not ``-m rubric_rl.sandbox.job_server``: the package's __init__ imports this module before runpy runs it as
+# __main__, a second copy of it, and Python warns about that on the builder's stderr at every server start.
+SERVER_COMMAND = [sys.executable, "-c", "from rubric_rl.sandbox.job_server import serve; serve()"]
+
+
 class JobServer:
     """The builder's side: starts the server and hands out jobs; safe to share between threads."""
 
     def __init__(self) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "rubric_rl.sandbox.job_server"],
+            SERVER_COMMAND,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C meant for the builder reaches its jobs through the builder

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -14,7 +15,7 @@ import pytest
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.extension import ExtensionSpec, prepare_build
-from rubric_rl.sandbox.job_server import job_server
+from rubric_rl.sandbox.job_server import SERVER_COMMAND, job_server
 
 
 class Interrupted(Exception):
@@ -104,3 +105,10 @@ def test_a_build_whose_job_server_dies_is_an_infra_error_and_the_next_build_gets
     assert_no_build_jobs(cache)  # its job, orphaned in its own session, was killed by the builder
     assert job_server() is not server
     assert builder.build(fresh_build(cache), mode="objects").ok
+
+
+def test_the_job_server_starts_without_a_word_on_stderr():
+    # Started as ``-m rubric_rl.sandbox.job_server`` it printed runpy's RuntimeWarning (the package had imported
+    # the module already) on the builder's stderr at every start.
+    proc = subprocess.run(SERVER_COMMAND, input=b"", capture_output=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stderr == b"" and proc.stdout == b"", proc.stderr.decode()
