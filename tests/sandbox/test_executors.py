@@ -364,6 +364,20 @@ def test_a_spare_worker_imports_what_the_load_stage_needs_before_its_setup(sandb
     assert cold.durations.worker["start_wait_s"] > 0.2 and warm.durations.worker["start_wait_s"] >= 0.0
 
 
+def wait_until_idle(pid: int, timeout_s: float = 60.0) -> None:
+    """Until process ``pid`` stops using the CPU (a spare done importing, waiting for its setup)."""
+    import psutil
+
+    proc, last, still = psutil.Process(pid), -1.0, 0
+    deadline = time.monotonic() + timeout_s
+    while still < 3 and time.monotonic() < deadline:
+        used = sum(proc.cpu_times()[:2])
+        still = still + 1 if used == last else 0
+        last = used
+        time.sleep(0.1)
+    assert still >= 3, f"process {pid} still busy after {timeout_s} s"
+
+
 def test_a_baseline_is_measured_on_the_warm_worker_it_is_given_and_says_where_its_time_went(sandbox, examples_dir):
     # Baselines started a fresh interpreter each (importing torch while the candidates waited for them); the
     # executor now hands each baseline lane a spare, and the baseline records its worker's phases.
@@ -375,8 +389,12 @@ def test_a_baseline_is_measured_on_the_warm_worker_it_is_given_and_says_where_it
     spare = WorkerProcess(sandbox, ahead=True)
     spare.start()  # imports torch while the cold measurement runs
     cold = ev.measure_baseline(reference)
+    # Started beside the cold worker on 2 cores, the spare was sometimes still importing (1.2 s of waiting for
+    # it against the cold worker's 1.8 s): a spare ready when asked is what this compares.
+    assert spare.proc is not None
+    wait_until_idle(spare.proc.pid)
     warm = ev.measure_baseline(reference, worker=spare)
-    assert spare.proc is not None and spare.proc.poll() is not None  # it was the spare that measured, and it ended
+    assert spare.proc.poll() is not None  # it was the spare that measured, and it ended
     for b in (cold, warm):
         assert {"start_wait_s", "setup_s", "reference_model_s", "compile_warmup_s", "gate_wait_s"} <= set(b.phases)
         assert b.phases["timing_rounds_s"] > 0
