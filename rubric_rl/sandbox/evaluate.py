@@ -38,7 +38,7 @@ from rubric_rl.sandbox.profiling import attribute_kernels, side_streams
 from rubric_rl.sandbox.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
 from rubric_rl.sandbox.reference_cache import KnownReference, ReferenceCache, reference_key
 from rubric_rl.sandbox.static_checks import check_program
-from rubric_rl.sandbox.timing import summarize
+from rubric_rl.sandbox.timing import paired_ratio, summarize
 from rubric_rl.sandbox.verdict import (
     Environment,
     ExtensionBuild,
@@ -77,6 +77,9 @@ class TaskBaseline(BaseModel):
     eager: TimingStats = Field(description="Eager reference timing when the baseline was measured.")
     compile: TimingStats | None = Field(description="torch.compile timing; None if compile failed or was off.")
     compile_mode: str | None = Field(description="torch.compile mode of the measurement.")
+    rounds_ms: dict[str, list[float]] = Field(
+        description="eager's and (when timed) compile's milliseconds round by round, as Timings.rounds_ms."
+    )
     compile_warmup_s: float | None = Field(default=None, description="The compile baseline's first call, seconds.")
     measure_s: float | None = Field(default=None, description="Seconds the measurement took, worker start to end.")
     device_wait_s: float | None = Field(default=None, description="Of which waiting for the device (shared gate).")
@@ -93,18 +96,33 @@ class TaskBaseline(BaseModel):
     )
 
     @classmethod
+    def from_rounds(cls, rounds_ms: dict[str, list[float]], compile_mode: str | None, **fields: Any) -> TaskBaseline:
+        """A baseline from eager's (and compile's, when it was timed) per-round milliseconds."""
+        compiled = "compile" in rounds_ms
+        return cls(
+            eager=summarize(rounds_ms["eager"]),
+            compile=summarize(rounds_ms["compile"]) if compiled else None,
+            compile_mode=compile_mode if compiled else None,
+            rounds_ms={k: rounds_ms[k] for k in ("eager", "compile") if k in rounds_ms},
+            **fields,
+        )
+
+    @classmethod
     def beside(cls, timings: Timings | None) -> TaskBaseline | None:
         """The baseline a candidate's evaluation measured beside it: eager and torch.compile both timed in its
         rounds (not reused), else None."""
-        if timings is None or timings.baseline_source != "measured" or timings.eager is None or timings.compile is None:
+        if timings is None or timings.baseline_source != "measured" or "compile" not in timings.rounds_ms:
             return None
-        return cls(
-            eager=timings.eager,
-            compile=timings.compile,
-            compile_mode=timings.compile_mode,
+        return cls.from_rounds(
+            timings.rounds_ms,
+            timings.compile_mode,
             compile_warmup_s=timings.compile_warmup_s,
             source="beside_candidate",
         )
+
+    def compile_over_eager(self) -> float | None:
+        """Median per-round compile/eager ratio of the measuring run (None: compile not timed)."""
+        return paired_ratio(self.rounds_ms["compile"], self.rounds_ms["eager"]) if "compile" in self.rounds_ms else None
 
 
 @dataclass
@@ -424,12 +442,10 @@ class Evaluator:
         if timing is None:
             error = next((m.body.get("message") for m in messages if m.type == "error"), "no timing")
             raise BaselineError(f"baseline measurement failed: {error}")
-        times = timing.body["times_ms"]
         compile_info = timing.body.get("compile", {})
-        return TaskBaseline(
-            eager=summarize(times["eager"]),
-            compile=summarize(times["compile"]) if "compile" in times else None,
-            compile_mode=cfg.compile_mode if "compile" in times else None,
+        return TaskBaseline.from_rounds(
+            timing.body["times_ms"],
+            cfg.compile_mode,
             compile_warmup_s=compile_info.get("warmup_s"),
             measure_s=round(time.monotonic() - started, 3),
             device_wait_s=round(hold.waited_s, 3),
@@ -891,6 +907,7 @@ class Evaluator:
             eager=summarize(times["eager"]),
             l2_flush=cfg.backend == "cuda" and cfg.l2_flush,
             cpu_cores=body.get("cpu_cores"),
+            rounds_ms={k: times[k] for k in ("candidate", "eager", "compile") if k in times},
         )
         if "compile" in times:
             timings.compile = summarize(times["compile"])
@@ -962,15 +979,16 @@ class Evaluator:
                 run.error(f"hack [{f.rule}]: {f.message}")
         speedup_eager = speedup_compile = None
         t = run.timings
-        if status == "correct" and t is not None and t.candidate is not None and t.candidate.median_ms > 0:
-            if t.eager is not None:
-                speedup_eager = t.eager.median_ms / t.candidate.median_ms
-            if t.compile is not None:
-                # A reused compile time was measured in another run, beside that run's eager: scaled by how eager
-                # moved since, it is the baseline's compile/eager ratio times this run's eager/candidate one, each
-                # measured in interleaved rounds, so drift between the two runs cancels.
-                scale = t.eager_drift if t.baseline_source == "reused" and t.eager_drift else 1.0
-                speedup_compile = t.compile.median_ms * scale / t.candidate.median_ms
+        if status == "correct" and t is not None and "candidate" in t.rounds_ms:
+            rounds = t.rounds_ms
+            speedup_eager = paired_ratio(rounds["eager"], rounds["candidate"])
+            if "compile" in rounds:
+                speedup_compile = paired_ratio(rounds["compile"], rounds["candidate"])
+            elif t.baseline_source == "reused" and run.baseline is not None and speedup_eager is not None:
+                # torch.compile was timed in the baseline's run, beside that run's eager: its compile/eager ratio
+                # times this run's eager/candidate one, each paired round by round, so drift between runs cancels.
+                over_eager = run.baseline.compile_over_eager()
+                speedup_compile = over_eager * speedup_eager if over_eager is not None else None
         env = run.env
         return Verdict(
             status=status,  # type: ignore[arg-type]

@@ -10,6 +10,10 @@ the clock is read. The outputs of a round stay alive until every model of the ro
 handed another's freed results, and are poisoned before they are freed. Some rounds, chosen at random, send
 the candidate's and eager's outputs to the evaluator for comparison: a candidate that is only correct while
 it is being checked fails there.
+
+A speedup is the median over rounds of the two models' ratio in the same round (``paired_ratio``), not the ratio
+of their medians: what slows a whole round (GPU clocks, host load on a launch-bound program) falls on both
+sides of that round's ratio and cancels there, while the two medians can come from differently slowed rounds.
 """
 
 from __future__ import annotations
@@ -73,6 +77,15 @@ def run_rounds(
         after_round(outputs)
         del outputs, inputs
     return times
+
+
+def paired_ratio(numerator_ms: list[float], denominator_ms: list[float]) -> float | None:
+    """Median over rounds of ``numerator_ms[r] / denominator_ms[r]``; both lists hold one time per round, in round
+    order (``run_rounds``). None when no round has a positive denominator."""
+    if len(numerator_ms) != len(denominator_ms):
+        raise ValueError(f"paired timings need one time per round each ({len(numerator_ms)} vs {len(denominator_ms)})")
+    ratios = [a / b for a, b in zip(numerator_ms, denominator_ms, strict=True) if b > 0]
+    return statistics.median(ratios) if ratios else None
 
 
 def summarize(ms: list[float]) -> TimingStats:

@@ -216,12 +216,12 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     # torch.compile, the correctness trials must not wait for it, and the timing must use it once it is there.
     from rubric_rl.sandbox import Evaluator
     from rubric_rl.sandbox.evaluate import TaskBaseline
-    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.timing import paired_ratio
 
     cfg = sandbox.model_copy(update={"compile_baseline": True})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
-    baseline = TaskBaseline(eager=summarize([2.0, 2.0]), compile=summarize([1.0, 1.0]), compile_mode="default")
+    baseline = TaskBaseline.from_rounds({"eager": [2.0, 2.0], "compile": [1.0, 1.0]}, "default")
     calls: list[float] = []
 
     def await_baseline():
@@ -234,9 +234,12 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     assert len(calls) == 1 and v.durations.device_wait_s >= 0.5
     assert v.timings.baseline_source == "reused" and v.timings.compile.median_ms == 1.0
     assert v.speedup_compile is not None and v.timings.eager_drift is not None
-    # The reused compile time follows eager's drift since the baseline: 1.0 ms at an eager of 2.0 ms there.
-    t = v.timings
-    assert v.speedup_compile == pytest.approx(1.0 / 2.0 * t.eager.median_ms / t.candidate.median_ms)
+    # The baseline's compile/eager ratio (1.0 ms against 2.0 ms, round by round) times this run's eager/candidate
+    # one, paired round by round too, so eager's drift since the baseline cancels.
+    rounds = v.timings.rounds_ms
+    assert set(rounds) == {"candidate", "eager"} and len(rounds["eager"]) == cfg.perf_trials
+    assert v.speedup_eager == pytest.approx(paired_ratio(rounds["eager"], rounds["candidate"]))
+    assert v.speedup_compile == pytest.approx(0.5 * v.speedup_eager)
 
     # A baseline that does not come (it failed, or was left to the task's candidates because it would not fit
     # beside other evaluations): the worker, told at setup to skip torch.compile, compiles and times it beside
@@ -251,8 +254,11 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     assert d.compile_s > 0 and gate.exclusive_held_s <= d.timing_wall_s + 0.25, (d, gate.stats())
     assert missing.timings.baseline_source == "measured" and missing.timings.compile is not None
     assert missing.speedup_compile is not None and missing.timings.compile_warmup_s is not None
+    rounds = missing.timings.rounds_ms
+    assert missing.speedup_compile == pytest.approx(paired_ratio(rounds["compile"], rounds["candidate"]))
     beside = TaskBaseline.beside(missing.timings)
     assert beside is not None and beside.source == "beside_candidate" and beside.eager == missing.timings.eager
+    assert beside.compile_over_eager() == pytest.approx(paired_ratio(rounds["compile"], rounds["eager"]))
     assert TaskBaseline.beside(v.timings) is None  # a reused compile time is no new baseline
 
 

@@ -296,7 +296,7 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
         measured.append((reference, alone))
         if "big" in reference:
             raise BaselineError("baseline measurement failed: OutOfMemoryError: CUDA out of memory.")
-        return TaskBaseline(eager=summarize([2.0]), compile=summarize([1.0]), compile_mode="default")
+        return TaskBaseline.from_rounds({"eager": [2.0], "compile": [1.0]}, "default")
 
     def fake_evaluate(self, reference, program, *, task_id=None, alone=False, baseline=None, await_baseline=None, **_):
         if await_baseline is not None and not program.startswith("big"):
@@ -307,9 +307,8 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
                 status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM], infra_error=_OOM
             )
         if baseline is None:  # the worker compiled the reference itself and timed it beside the candidate
-            timings = Timings(
-                timer="host", candidate=summarize([1.5]), eager=summarize([3.0]), compile=summarize([2.0])
-            )
+            rounds = {"candidate": [1.5], "eager": [3.0], "compile": [2.0]}
+            timings = Timings(timer="host", rounds_ms=rounds, **{k: summarize(v) for k, v in rounds.items()})
         else:
             timings = Timings(
                 timer="host",

@@ -1,6 +1,12 @@
-"""The timing protocol's rounds, on a fake backend: what each model is handed and what is timed."""
+"""The timing protocol's rounds, on a fake backend: what each model is handed and what is timed; speedups from
+paired rounds."""
 
-from rubric_rl.sandbox.timing import choose_checked_rounds, run_rounds
+import random
+import statistics
+
+import pytest
+
+from rubric_rl.sandbox.timing import choose_checked_rounds, paired_ratio, run_rounds
 
 
 class _Clock:
@@ -68,3 +74,41 @@ def test_checked_rounds_always_include_the_last():
     picks = choose_checked_rounds(100, 3, seed=1)
     assert 99 in picks and len(picks) in (3, 4)
     assert choose_checked_rounds(100, 0, seed=1) == set()
+
+
+@pytest.mark.parametrize(
+    ("numerator", "denominator", "expected"),
+    [
+        ([10.0, 20.0, 30.0], [1.0, 2.0, 3.0], 10.0),  # a slowdown shared by a round cancels in its ratio
+        ([10.0, 20.0, 21.0, 40.0], [1.0, 2.2, 2.0, 4.0], 10.0),  # medians alone would give 20.5 / 2.1 = 9.76
+        ([4.0, 6.0], [2.0, 0.0], 2.0),  # a round with nothing measured on one side has no ratio
+        ([4.0], [0.0], None),
+        ([], [], None),
+    ],
+)
+def test_paired_ratio_is_the_median_of_per_round_ratios(numerator, denominator, expected):
+    assert paired_ratio(numerator, denominator) == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_paired_ratio_needs_one_time_per_round_on_each_side():
+    with pytest.raises(ValueError, match="one time per round"):
+        paired_ratio([1.0, 2.0], [1.0])
+
+
+def test_paired_rounds_cancel_what_slows_a_whole_round():
+    """Rounds slowed alike on both sides (GPU clocks, host load; a launch-bound program's eager and candidate were
+    seen moving together on the H200): the speedup's spread over repeated runs, paired against medians."""
+    rng = random.Random(0)
+    paired, medians = [], []
+    for _ in range(300):
+        slow = [rng.lognormvariate(0, 0.2) for _ in range(100)]
+        eager = [10.0 * s * (1 + 0.01 * rng.gauss(0, 1)) for s in slow]
+        candidate = [1.0 * s * (1 + 0.01 * rng.gauss(0, 1)) for s in slow]
+        paired.append(paired_ratio(eager, candidate))
+        medians.append(statistics.median(eager) / statistics.median(candidate))
+
+    def cv(xs):
+        return statistics.pstdev(xs) / statistics.fmean(xs)
+
+    assert statistics.fmean(paired) == pytest.approx(10.0, rel=0.005)
+    assert cv(paired) < cv(medians) / 2, (cv(paired), cv(medians))

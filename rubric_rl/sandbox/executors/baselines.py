@@ -25,6 +25,10 @@ class BaselineDeferred(Exception):
     first that does gives the task its baseline (``BaselineStore.put``). Nothing is recorded as failed."""
 
 
+# Part of the key: a baseline kept on disk in another layout (before per-round times, 1) is measured again.
+BASELINE_SCHEMA = 2
+
+
 def baseline_key(reference: str, config: SandboxConfig, device_name: str, torch_version: str) -> str:
     timing = {
         k: getattr(config, k)
@@ -40,7 +44,14 @@ def baseline_key(reference: str, config: SandboxConfig, device_name: str, torch_
         )
     }
     blob = json.dumps(
-        {"ref": reference, "timing": timing, "device": device_name, "torch": torch_version}, sort_keys=True
+        {
+            "ref": reference,
+            "timing": timing,
+            "device": device_name,
+            "torch": torch_version,
+            "schema": BASELINE_SCHEMA,
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
