@@ -115,6 +115,8 @@ class WorkerProcess:
         )
         if self.cuda_visible_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.cuda_visible_devices
+        if self.config.backend == "cpu" and self.config.cpu_malloc_tunables:
+            env["GLIBC_TUNABLES"] = self.config.cpu_malloc_tunables
         return env
 
     def _limits(self) -> None:  # runs in the child between fork and exec

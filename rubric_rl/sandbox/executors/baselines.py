@@ -39,6 +39,7 @@ def baseline_key(reference: str, config: SandboxConfig, device_name: str, torch_
             "compile_baseline",
             "l2_flush",
             "cpu_threads",
+            "cpu_malloc_tunables",
             "seed",
             "backend",
         )
