@@ -5,9 +5,9 @@
         [--perf-trials 100] [--load N] [--out runs/bench_speedup_spread.json]
 
 Each evaluation is a fresh worker of the sandbox's ``Evaluator``, one after another. From each Verdict's
-``timings.rounds_ms`` the speedup over eager is computed two ways: the median of per-round ratios (what
-Verdicts report, ``timing.paired_ratio``) and the ratio of the two models' medians (what they reported
-before). The table gives each estimator's coefficient of variation over the evaluations. ``--load N`` keeps N
+``timings.rounds_ms`` the speedup over eager is computed two ways: the ratio of the two models' medians (what
+Verdicts report) and the median of per-round ratios (``timing.paired_ratio``, the estimator under measurement).
+The table gives each estimator's coefficient of variation over the evaluations. ``--load N`` keeps N
 busy processes running beside the evaluations, as a host shared with compilers is (the executor's builds run
 beside its timing).
 """
@@ -86,12 +86,12 @@ def main() -> None:
         ["estimator", "median speedup", "CV %"],
         [
             [
-                "median of per-round ratios (reported)",
+                "median of per-round ratios",
                 fmt(summary["paired"]["median"], ".3f"),
                 fmt(100 * summary["paired"]["cv"], ".2f"),
             ],
             [
-                "ratio of medians (before)",
+                "ratio of medians (reported)",
                 fmt(summary["of_medians"]["median"], ".3f"),
                 fmt(100 * summary["of_medians"]["cv"], ".2f"),
             ],

@@ -12,6 +12,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from rubric_rl.sandbox.timing import paired_ratio
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CANDIDATES = REPO / "benchmarks" / "kernelbench"
 
@@ -138,10 +140,12 @@ def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dic
         vs = verdicts[name]
         se = [v.speedup_eager for v in vs if v.speedup_eager]
         sc = [v.speedup_compile for v in vs if v.speedup_compile]
-        # The same evaluations' speedups as the ratio of the two medians (the estimator before per-round pairing),
-        # so the two spreads compare on identical timings.
-        of_medians = [
-            v.timings.eager.median_ms / v.timings.candidate.median_ms for v in vs if v.speedup_eager and v.timings
+        # The same evaluations' speedups as medians of per-round ratios (the estimator under measurement), so the
+        # two spreads compare on identical timings.
+        paired = [
+            paired_ratio(v.timings.rounds_ms["eager"], v.timings.rounds_ms["candidate"])
+            for v in vs
+            if v.speedup_eager and v.timings and "candidate" in v.timings.rounds_ms
         ]
         records.append(
             {
@@ -157,7 +161,7 @@ def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dic
                 "speedup_compile": statistics.median(sc) if sc else None,
                 "speedups_eager": se,
                 "cv_speedup_eager": cv(se),
-                "cv_speedup_eager_of_medians": cv(of_medians),
+                "cv_speedup_eager_paired": cv(paired),
                 "cv_speedup_compile": cv(sc),
                 "own_kernel_share": vs[-1].own_kernel_time_share,
                 "hack_rules": sorted({r for v in vs for r in v.hack_rules}),
@@ -180,13 +184,13 @@ def print_candidate_table(title: str, records: list[dict]) -> dict:
             fmt(r["speedup_eager"], ".3f"),
             fmt(r["speedup_compile"], ".3f"),
             fmt(r["cv_speedup_eager"] and 100 * r["cv_speedup_eager"], ".2f"),
-            fmt(r["cv_speedup_eager_of_medians"] and 100 * r["cv_speedup_eager_of_medians"], ".2f"),
+            fmt(r["cv_speedup_eager_paired"] and 100 * r["cv_speedup_eager_paired"], ".2f"),
             fmt(r["own_kernel_share"] and 100 * r["own_kernel_share"], ".0f"),
         ]
         for r in records
     ]
     columns = ["candidate", "status", "build cold s", "build cached s", "correctness s", "timing s"]
-    columns += ["speedup eager", "speedup compile", "CV % (eager)", "CV % (ratio of medians)", "own kernel %"]
+    columns += ["speedup eager", "speedup compile", "CV % (eager)", "CV % (paired rounds)", "own kernel %"]
     print_table(title, columns, rows)
     cvs = [r["cv_speedup_eager"] for r in records if r["cv_speedup_eager"] is not None]
     summary = {

@@ -38,7 +38,7 @@ from rubric_rl.sandbox.profiling import attribute_kernels, side_streams
 from rubric_rl.sandbox.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
 from rubric_rl.sandbox.reference_cache import KnownReference, ReferenceCache, reference_key
 from rubric_rl.sandbox.static_checks import check_program
-from rubric_rl.sandbox.timing import paired_ratio, summarize
+from rubric_rl.sandbox.timing import summarize
 from rubric_rl.sandbox.verdict import (
     Environment,
     ExtensionBuild,
@@ -119,10 +119,6 @@ class TaskBaseline(BaseModel):
             compile_warmup_s=timings.compile_warmup_s,
             source="beside_candidate",
         )
-
-    def compile_over_eager(self) -> float | None:
-        """Median per-round compile/eager ratio of the measuring run (None: compile not timed)."""
-        return paired_ratio(self.rounds_ms["compile"], self.rounds_ms["eager"]) if "compile" in self.rounds_ms else None
 
 
 @dataclass
@@ -979,16 +975,15 @@ class Evaluator:
                 run.error(f"hack [{f.rule}]: {f.message}")
         speedup_eager = speedup_compile = None
         t = run.timings
-        if status == "correct" and t is not None and "candidate" in t.rounds_ms:
-            rounds = t.rounds_ms
-            speedup_eager = paired_ratio(rounds["eager"], rounds["candidate"])
-            if "compile" in rounds:
-                speedup_compile = paired_ratio(rounds["compile"], rounds["candidate"])
-            elif t.baseline_source == "reused" and run.baseline is not None and speedup_eager is not None:
-                # torch.compile was timed in the baseline's run, beside that run's eager: its compile/eager ratio
-                # times this run's eager/candidate one, each paired round by round, so drift between runs cancels.
-                over_eager = run.baseline.compile_over_eager()
-                speedup_compile = over_eager * speedup_eager if over_eager is not None else None
+        if status == "correct" and t is not None and t.candidate is not None and t.candidate.median_ms > 0:
+            if t.eager is not None:
+                speedup_eager = t.eager.median_ms / t.candidate.median_ms
+            if t.compile is not None:
+                # A reused compile time was measured in another run, beside that run's eager: scaled by how eager
+                # moved since, it is the baseline's compile/eager ratio times this run's eager/candidate one, each
+                # measured in interleaved rounds, so drift between the two runs cancels.
+                scale = t.eager_drift if t.baseline_source == "reused" and t.eager_drift else 1.0
+                speedup_compile = t.compile.median_ms * scale / t.candidate.median_ms
         env = run.env
         return Verdict(
             status=status,  # type: ignore[arg-type]

@@ -11,9 +11,9 @@ handed another's freed results, and are poisoned before they are freed. Some rou
 the candidate's and eager's outputs to the evaluator for comparison: a candidate that is only correct while
 it is being checked fails there.
 
-A speedup is the median over rounds of the two models' ratio in the same round (``paired_ratio``), not the ratio
-of their medians: what slows a whole round (GPU clocks, host load on a launch-bound program) falls on both
-sides of that round's ratio and cancels there, while the two medians can come from differently slowed rounds.
+Verdicts keep every round's times. A speedup is the ratio of the two medians; ``paired_ratio``, the median of
+per-round ratios, is the estimator under measurement beside it: what slows a whole round (GPU clocks, host load
+on a launch-bound program) cancels in that round's ratio, while noise of each model's own does not.
 """
 
 from __future__ import annotations

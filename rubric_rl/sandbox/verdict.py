@@ -85,7 +85,7 @@ class Timings(BaseModel):
     rounds_ms: dict[str, list[float]] = Field(
         default_factory=dict,
         description="Each model timed in this run (candidate, eager, compile): its milliseconds round by round. Round "
-        "r of every model ran back to back on the same draw; the speedups are medians of per-round ratios.",
+        "r of every model ran back to back on the same draw (timing.paired_ratio pairs them).",
     )
     l2_flush: bool = False
     cpu_cores: list[int] | None = Field(
@@ -169,15 +169,11 @@ class Verdict(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
     trials: list[TrialResult] = Field(default_factory=list)
     timings: Timings | None = None
-    speedup_eager: float | None = Field(
-        default=None,
-        description="Median over the timed rounds of eager's time over the candidate's in the same round "
-        "(correct only).",
-    )
+    speedup_eager: float | None = Field(default=None, description="Eager median / candidate median (correct only).")
     speedup_compile: float | None = Field(
         default=None,
-        description="The same for torch.compile. With a reused baseline: the baseline run's median per-round "
-        "compile/eager ratio times this run's eager/candidate one, so drift between the two runs cancels.",
+        description="Compile median / candidate median. With a reused baseline the compile median is scaled by "
+        "eager_drift: the baseline's compile/eager ratio times this run's eager/candidate ratio.",
     )
     kernels: list[KernelLaunch] = Field(default_factory=list)
     own_kernel_time_share: float | None = Field(

@@ -1,5 +1,5 @@
-"""The timing protocol's rounds, on a fake backend: what each model is handed and what is timed; speedups from
-paired rounds."""
+"""The timing protocol's rounds, on a fake backend: what each model is handed and what is timed; the paired-round
+estimator of a speedup."""
 
 import random
 import statistics
