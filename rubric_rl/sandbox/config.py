@@ -148,7 +148,7 @@ class SandboxConfig(BaseModel):
         "glibc hands large freed buffers back to the OS or not depending on the process's history, so whether a "
         "timed call's multi-MB temporaries page-faulted afresh changed from one evaluation to the next: eager's "
         "median on the bundled example was 0.5-0.7 ms in some workers, 2.2-3.0 ms in others (speedup CV 42% over 25 "
-        "evaluations on 2 cores). Fixed thresholds keep buffers under 32 MB in the heap (CV 6%).",
+        "evaluations on 2 cores). Fixed thresholds keep buffers under 32 MB in the heap (CV 5%).",
     )
 
     build_timeout_s: float = Field(default=600.0, gt=0, description="Wall-clock limit of one extension build.")
