@@ -1,5 +1,6 @@
 """The cuda backend on a real GPU: every way a candidate can end, timing sanity, and the GPU-only hacks."""
 
+import fcntl
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,6 +39,21 @@ def evaluator(build_cache: Path) -> Evaluator:
     return ev
 
 
+@pytest.fixture(autouse=True)
+def gpu_turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """pytest-xdist runs these tests in several processes on one GPU, each with its own evaluator, so no device
+    gate keeps one's timing apart from another's kernels (a double-work kernel once timed at 0.22x its half).
+    A test marked ``alone_on_gpu`` holds the GPU exclusively, the others share it. The exclusive turn takes the
+    gate before it waits, and a shared turn passes the gate to start, so shared turns cannot starve it."""
+    root = tmp_path_factory.getbasetemp().parent  # one folder for every xdist process of the run
+    alone = request.node.get_closest_marker("alone_on_gpu") is not None
+    with open(root / "gpu-gate.lock", "a") as gate, open(root / "gpu-turn.lock", "a") as turn:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(turn, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+
+
 @pytest.fixture(scope="module")
 def reference() -> str:
     return (GPU_PROGRAMS / "reference_large.py").read_text()
@@ -53,6 +69,7 @@ def run(evaluator, reference, path: Path, **overrides):
     return v
 
 
+@pytest.mark.alone_on_gpu
 def test_correct_candidate_on_the_gpu(evaluator, reference):
     v = run(evaluator, reference, GPU_PROGRAMS / "honest.py", compile_baseline=True)
     assert v.status == "correct", v.errors
@@ -93,6 +110,7 @@ def test_hanging_kernel_is_a_timeout(evaluator, reference):
     assert v.status == "timeout", v.errors
 
 
+@pytest.mark.alone_on_gpu
 def test_twice_the_work_measures_about_twice_as_long(evaluator, reference):
     once = run(evaluator, reference, GPU_PROGRAMS / "honest.py", perf_trials=50)
     twice = run(evaluator, reference, GPU_PROGRAMS / "double_work.py", perf_trials=50)

@@ -38,6 +38,3 @@ class DeviceBackend(ABC):
 
     def describe(self) -> dict[str, Any]:
         return {}
-
-    def reset_peak_memory(self) -> None:  # noqa: B027 - a no-op by default, on purpose
-        """Start a fresh peak-memory count (GPU)."""

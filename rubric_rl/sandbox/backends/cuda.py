@@ -48,28 +48,59 @@ class CudaBackend(DeviceBackend):
         import torch
 
         torch.cuda.synchronize()
-        reserved = torch.cuda.max_memory_reserved(0)
+        peak = torch.cuda.max_memory_reserved(0)
         torch.cuda.empty_cache()
+        nan = float("nan")
+        # Blocks still cached (free pieces of segments that kept outputs hold): each filled in place, the
+        # largest first so that the allocator's best fit hands every request its own block.
+        held = [
+            torch.empty(size // 4, dtype=torch.float32, device=self.device).fill_(nan)
+            for size in cached_free_blocks(
+                torch.cuda.memory_snapshot(), device=0, stream=torch.cuda.current_stream(0).cuda_stream
+            )
+        ]
+        # Memory given back to the driver: as much as the phase held at its peak beyond what it holds now, so
+        # fresh allocations that land on the same physical memory read NaN. (The old size, peak less allocated,
+        # counted the cached blocks twice: beside kept outputs it overran a worker's memory fraction.)
         free, _ = torch.cuda.mem_get_info(0)
-        # What the reference phase used and gave back: its peak less what it still holds (outputs kept on the
-        # device). The peak itself, beside those, overran a worker's memory fraction below the whole device.
-        nbytes = min(reserved - torch.cuda.memory_allocated(0), int(free * 0.8))
-        if nbytes >= 4:
-            # One block over the memory the reference phase used: fresh allocations that land on the same
-            # physical memory read NaN, not the reference's results.
-            block = torch.empty(nbytes // 4, dtype=torch.float32, device=self.device)
-            block.fill_(float("nan"))
-            torch.cuda.synchronize()
-            del block
+        released = released_poison_blocks(peak_reserved=peak, reserved=torch.cuda.memory_reserved(0), free=free)
+        held += [torch.empty(size // 4, dtype=torch.float32, device=self.device).fill_(nan) for size in released]
+        torch.cuda.synchronize()
+        del held
         torch.cuda.empty_cache()
-
-    def reset_peak_memory(self) -> None:
-        import torch
-
-        torch.cuda.reset_peak_memory_stats(0)
 
     def describe(self) -> dict[str, Any]:
         import torch
 
         props = torch.cuda.get_device_properties(0)
         return {"device": props.name, "arch": f"{props.major}.{props.minor}", "cuda": torch.version.cuda}
+
+
+def cached_free_blocks(snapshot: list[dict[str, Any]], *, device: int, stream: int) -> list[int]:
+    """Sizes of the free blocks the caching allocator's default pool holds for ``stream`` on ``device``, from
+    ``torch.cuda.memory_snapshot()``, largest first: the blocks a request on that stream can be served from."""
+    sizes = [
+        block["size"]
+        for segment in snapshot
+        if segment["device"] == device and segment["stream"] == stream and tuple(segment["segment_pool_id"]) == (0, 0)
+        for block in segment["blocks"]
+        if block["state"] == "inactive"
+    ]
+    return sorted(sizes, reverse=True)
+
+
+# torch's caching allocator: requests up to 1 MiB share 2 MiB segments (kSmallSize); a larger one under 10 MiB
+# (kMinLargeAlloc) gets a segment of 20 MiB, which a worker at its peak may have no room for.
+_SMALL_SIZE = 1 << 20
+_MIN_LARGE_ALLOC = 10 << 20
+
+
+def released_poison_blocks(*, peak_reserved: int, reserved: int, free: int) -> list[int]:
+    """Blocks that poison the memory a worker gave back to the driver: as many bytes as its peak reservation less
+    what it still reserves (at most 80% of the device's free memory). One block where that makes a segment of its
+    own size, else 1 MiB blocks, which fill 2 MiB segments exactly, so the reservation returns to the peak and no
+    higher: the peak fitted the worker's memory fraction, so the poison does too."""
+    nbytes = min(peak_reserved - reserved, int(free * 0.8))
+    if nbytes >= _MIN_LARGE_ALLOC:
+        return [nbytes // 512 * 512]
+    return [_SMALL_SIZE] * max(0, nbytes // _SMALL_SIZE)
