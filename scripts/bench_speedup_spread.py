@@ -6,7 +6,7 @@
 
 Each evaluation is a fresh worker of the sandbox's ``Evaluator``, one after another. From each Verdict's
 ``timings.rounds_ms`` the speedup over eager is computed two ways: the ratio of the two models' medians (what
-Verdicts report) and the median of per-round ratios (``timing.paired_ratio``, the estimator under measurement).
+Verdicts report) and the median of per-round ratios (``timing.paired_ratio``, the alternative measured).
 The table gives each estimator's coefficient of variation over the evaluations. ``--load N`` keeps N
 busy processes running beside the evaluations, as a host shared with compilers is (the executor's builds run
 beside its timing).
