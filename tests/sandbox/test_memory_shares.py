@@ -182,10 +182,13 @@ def test_out_of_memory_in_any_stage_is_recognised():
 _OOM = "task error (reference): the reference program failed: OutOfMemoryError: CUDA out of memory."
 
 
-def _sharing_executor(tmp_path, monkeypatch, needs: dict[str, int]):
+def _sharing_executor(
+    tmp_path, monkeypatch, needs: dict[str, int], *, error: str = _OOM, status: dict[str, str] | None = None
+):
     """A cpu executor whose memory is divided as a cuda executor's (3 slots and a baseline lane: 4 shares),
-    running a fake evaluation that runs out of memory unless it has the shares its task ``needs``. Returns the
-    executor and the calls: (program, shares held, alone, shares held by everything beside it)."""
+    running a fake evaluation that runs out of memory (``error``) unless it has the shares its task ``needs``,
+    and then has its task's ``status`` (default correct). Returns the executor and the calls: (program, shares
+    held, alone, shares held by everything beside it)."""
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", measure_performance=False)
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, prewarm=False, reuse_baselines=False, prebuild=False))
     ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})  # as a cuda executor divides it
@@ -208,10 +211,11 @@ def _sharing_executor(tmp_path, monkeypatch, needs: dict[str, int]):
         with lock:
             del running[me]
         if shares < needs.get(task_id, 1):
+            infra = error if error.startswith("task error") else None
             return Verdict(
-                status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM], infra_error=_OOM
+                status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[error], infra_error=infra
             )
-        return Verdict(status="correct", task_id=task_id, candidate_sha256="0")
+        return Verdict(status=(status or {}).get(task_id, "correct"), task_id=task_id, candidate_sha256="0")
 
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
     return ex, calls
@@ -269,6 +273,22 @@ def test_an_evaluation_out_of_half_the_device_runs_again_with_all_of_it_alone(tm
     ]
     assert all(beside == 0 for _, held, _, beside in calls if held == 4), calls  # nothing beside the whole
     assert ex.stats()["memory_retried"] == ["candidate huge: 1 -> 2 shares", "candidate huge: 2 -> 4 shares"]
+
+
+def test_a_task_whose_correct_candidate_needed_more_shares_gives_them_to_its_later_candidates(tmp_path, monkeypatch):
+    """On the H100 the reference stage of KernelBench's L1 tasks fit half the device, but their candidates, beside
+    the kept 6 GB reference outputs, did not: each of the eleven ran out of half of it before running alone, in
+    the warm pass as in the cold one. A correct candidate's need is the task's; a wrong one's is not."""
+    candidate_oom = "correctness trial 0: OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+    ex, calls = _sharing_executor(
+        tmp_path, monkeypatch, {"big": 4, "wrong": 2}, error=candidate_oom, status={"wrong": "incorrect"}
+    )
+    big, wrong = _task("big"), _task("wrong")
+    first, later = _batch_then_one(ex, [(big, "big-a"), (wrong, "wrong-a")], (big, "big-b"))
+    assert [v.status for v in first] == ["correct", "incorrect"] and later.status == "correct"
+    assert ex._task_shares == {big.code: 4}  # the wrong candidate taught nothing
+    assert [c[:2] for c in calls if c[0] == "big-b"] == [("big-b", 4)]  # all of it at once, no failed run first
+    assert ex.stats()["memory_retried"].count("candidate big: 2 -> 4 shares") == 1
 
 
 @pytest.mark.parametrize("status", ["incorrect", "correct"])

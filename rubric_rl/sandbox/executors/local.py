@@ -264,7 +264,7 @@ class LocalExecutor(Executor):
                     )
 
                 divided = self._alone_config is not None
-                shares = self._task_shares.get(task.code, 1) if divided else 1
+                first_shares = shares = self._task_shares.get(task.code, 1) if divided else 1
                 while True:
                     if shares > 1 and measuring is not None:
                         # Its baseline takes a share: settled before several are asked for (see memory_shares).
@@ -278,6 +278,12 @@ class LocalExecutor(Executor):
                             self._exec_pool, run, self._with_shares(evaluator, shares), whole
                         )
                     if not divided or shares == self._shares or not out_of_device_memory(verdict):
+                        if shares > first_shares and verdict.status == "correct":
+                            # A correct candidate ran out of fewer (on an H100, the L1 tasks' kept 6 GB reference
+                            # outputs beside its own): the task's candidates need this many, and its later ones
+                            # ask for them at once instead of paying a failed run each. Only a correct one
+                            # teaches it, so a candidate wasting memory on wrong answers cannot.
+                            self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
                         break
                     # Its shares of a divided GPU were too few: that is ours to fix, not the candidate's fault.
                     self.memory_retried.append(f"candidate {task.id}: {shares} -> {self._more_shares(shares)} shares")

@@ -1,0 +1,45 @@
+"""The benchmarks' statistics (scripts/benchlib.py): what their tables report must mean what the columns say."""
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+@pytest.fixture(scope="module")
+def benchlib():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec = importlib.util.spec_from_file_location("benchlib", SCRIPTS / "benchlib.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+def test_a_spread_between_processes_is_not_counted_within_one(benchlib):
+    """The H100's L3-34 pattern: each evaluation flat to 0.1% around its own level, the levels 5% apart."""
+    rng = random.Random(0)
+    evaluations = []
+    for level in (0.897, 0.901, 0.912, 0.935, 0.940):
+        candidate = [level * (1 + rng.gauss(0, 0.001)) for _ in range(100)]
+        eager = [13.35 * (1 + rng.gauss(0, 0.001)) for _ in range(100)]
+        evaluations.append((eager, candidate))
+    across = benchlib.cv([13.35 / level for level in (0.897, 0.901, 0.912, 0.935, 0.940)])
+    within = [benchlib.within_evaluation_cv(e, c) for e, c in evaluations]
+    assert across > 0.015
+    assert all(w < 0.001 for w in within), within
+
+
+def test_noisy_rounds_show_within_an_evaluation(benchlib):
+    rng = random.Random(1)
+    eager = [10 * (1 + rng.gauss(0, 0.05)) for _ in range(100)]
+    drifting = [1 + 0.1 * (i // 25) for i in range(100)]  # four slices, 1.0 to 1.3 ms
+    within = benchlib.within_evaluation_cv(eager, drifting)
+    assert 0.04 < within < 0.07  # CV of 10/1.0, 10/1.1, 10/1.2, 10/1.3 (about 0.10), over sqrt(4)
+    assert benchlib.within_evaluation_cv(eager[:7], drifting[:7]) is None  # under two rounds a slice
