@@ -157,19 +157,13 @@ def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dic
         vs = verdicts[name]
         se = [v.speedup_eager for v in vs if v.speedup_eager]
         sc = [v.speedup_compile for v in vs if v.speedup_compile]
-        # The same evaluations' speedups as medians of per-round ratios (the estimator under measurement), so the
-        # two spreads compare on identical timings.
-        paired = [
-            paired_ratio(v.timings.rounds_ms["eager"], v.timings.rounds_ms["candidate"])
-            for v in vs
-            if v.speedup_eager and v.timings and "candidate" in v.timings.rounds_ms
+        # The same evaluations' rounds: their speedups as medians of per-round ratios (the alternative estimator),
+        # so the two spreads compare on identical timings, and each one's spread within itself.
+        rounds = [
+            v.timings.rounds_ms for v in vs if v.speedup_eager and v.timings and "candidate" in v.timings.rounds_ms
         ]
-        within = [
-            within_evaluation_cv(v.timings.rounds_ms["eager"], v.timings.rounds_ms["candidate"])
-            for v in vs
-            if v.speedup_eager and v.timings and "candidate" in v.timings.rounds_ms
-        ]
-        within = [w for w in within if w is not None]
+        paired = [paired_ratio(r["eager"], r["candidate"]) for r in rounds]
+        within = [w for r in rounds if (w := within_evaluation_cv(r["eager"], r["candidate"])) is not None]
         records.append(
             {
                 "candidate": name,
