@@ -111,8 +111,10 @@ class SandboxConfig(BaseModel):
         description="A trial whose outputs are larger than this is compared on the device inside the worker "
         "(against reference outputs fingerprinted before the candidate loads, and spot-checked by the evaluator on "
         "positions it draws after the output exists) instead of being copied to the evaluator: multi-GB outputs "
-        "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship. Inputs larger than this "
-        "are drawn again for the candidate's trial rather than held on the device between the two.",
+        "(KernelBench Level 1 has 6 GB ones) would take minutes and host memory to ship. The reference output is "
+        "computed again after the candidate's trial and must match its fingerprint bit for bit, or, for a "
+        "reference that does not reproduce its bits, kept on the device until then. Inputs larger than this, and "
+        "those of such trials, are drawn again for the candidate's trial rather than held on the device.",
     )
     ship_timed_outputs_max_mb: float = Field(
         default=16.0,

@@ -839,23 +839,33 @@ class Evaluator:
         self, run: _Run, body: dict[str, Any], values: list[Any], ref: dict[str, Any], index: int
     ) -> TrialResult:
         """A trial compared in the worker (its reference was too large to ship): take the worker's result
-        only if the kept reference is intact and our own check of the sampled positions agrees."""
+        only if the reference output it compared against is the one from before the candidate loaded (kept, or
+        computed again after the candidate's trial) and our own check of the sampled positions agrees."""
         if "device_result" not in body or len(values) % 2:
             raise ProtocolError(f"trial {index}: a kept-reference trial without its result or sample")
         try:
             result = TrialResult.model_validate(body["device_result"])
         except ValueError as e:
             raise ProtocolError(f"trial {index}: unreadable device result ({e})") from None
+        recomputed = bool(ref.get("recomputed"))  # from the reference's own report, before the candidate loaded
         result = result.model_copy(
-            update={"index": index, "distribution": ref["distribution"], "seed": ref["seed"], "compared_in": "worker"}
+            update={
+                "index": index,
+                "distribution": ref["distribution"],
+                "seed": ref["seed"],
+                "compared_in": "worker",
+                "reference_recomputed": recomputed,
+            }
         )
         if not body.get("reference_intact", False):
-            run.add_finding(
-                "protocol.tampering",
-                "protocol",
-                f"trial {index}: the reference output kept on the device changed while the candidate ran",
+            what = (
+                "computed again after the candidate's trial differs from the one before it loaded (the reference, "
+                "its parameters or its inputs were tampered with)"
+                if recomputed
+                else "kept on the device changed while the candidate ran"
             )
-            return result.model_copy(update={"passed": False, "error": "the kept reference output was changed"})
+            run.add_finding("protocol.tampering", "protocol", f"trial {index}: the reference output {what}")
+            return result.model_copy(update={"passed": False, "error": "the reference output was changed"})
         half = len(values) // 2
         return self._spot_checked(run, result, values[:half], values[half:], f"trial {index}")
 

@@ -46,6 +46,12 @@ class TrialResult(BaseModel):
         description="evaluator: the values were shipped and compared by the evaluator; worker: too large to ship, "
         "compared on the device in the worker and spot-checked by the evaluator.",
     )
+    reference_recomputed: bool | None = Field(
+        default=None,
+        description="Trials compared in the worker: true when the reference output was poisoned before the "
+        "candidate loaded and computed again after its trial, matching its fingerprint from before bit for bit; "
+        "false when it stayed on the device meanwhile (the reference did not reproduce its bits).",
+    )
 
 
 class TimingStats(BaseModel):

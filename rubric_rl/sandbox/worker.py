@@ -103,8 +103,10 @@ class Worker:
         self.stage = "setup"
         self.extensions: list[dict[str, Any]] = []
         # Reference outputs too large to ship (see SandboxConfig.ship_outputs_max_mb), by trial index, with
-        # the fingerprint they had before the candidate was imported.
-        self.kept_refs: dict[int, tuple[list[Any], list[str]]] = {}
+        # the fingerprint they had before the candidate was imported; None for outputs computed again after the
+        # candidate's trial (see _reference_trials).
+        self.kept_refs: dict[int, tuple[list[Any] | None, list[str]]] = {}
+        self.recompute_large: bool | None = None  # whether they are computed again (decided on the first)
         # Seconds of the worker's own phases, waits for the evaluator (builds, the device) apart: sent with
         # each phase's last message, so a slow stage can be told apart from a slow evaluator.
         self.phases: dict[str, float] = {}
@@ -247,11 +249,12 @@ class Worker:
         )
 
         self.stage = "correctness"
-        self._correctness(reference, new_model, trials)
+        self._correctness(reference, ref_model, new_model, trials)
         from rubric_rl.sandbox.inputs import poison
 
         for refs, _ in self.kept_refs.values():  # timing needs the memory; nothing may find them later
-            poison(refs)
+            if refs is not None:
+                poison(refs)
         self.kept_refs.clear()
         trials.clear()
         self._lap("correctness_trials_s")
@@ -335,8 +338,13 @@ class Worker:
         return plan
 
     def _reference_trials(self, reference: types.ModuleType, ref_model: Any) -> list[dict[str, Any]]:
-        """Reference outputs for every trial: sent to the evaluator, then poisoned, before the candidate loads
-        (or, above ``ship_outputs_max_mb``, kept here with their fingerprint)."""
+        """Reference outputs for every trial: sent to the evaluator, then poisoned, before the candidate loads.
+
+        Above ``ship_outputs_max_mb`` they are compared here instead, against their fingerprint from now. If the
+        reference reproduces its bits (tried once, on the first such trial), each is poisoned now and computed
+        again after the candidate's trial, from inputs drawn again; otherwise all are kept on the device until
+        their trial. Kept, KernelBench L1-19's seven 6 GB outputs beside a trial's inputs and the candidate's
+        output needed all of an H100, and each of its candidates ran alone."""
         from rubric_rl.sandbox.correctness import degenerate_task_flags
         from rubric_rl.sandbox.inputs import (
             clone_inputs,
@@ -395,7 +403,7 @@ class Worker:
             entry["on_device"] = keep
             meta.append(entry)
             if keep:  # compared here, on the device; the evaluator spot-checks (see _correctness)
-                self.kept_refs[index] = (out, fingerprint(out))
+                printed = fingerprint(out)
                 if distribution == "task":
                     kept_task_samples.append([subsample(o) for o in out])
                 payload.append([])
@@ -406,18 +414,28 @@ class Worker:
                 # Drawn again for the candidate (and must come out the same) beside kept outputs, however small.
                 input_print = fingerprint(inputs)
             held = inputs if input_print is None else None
+            kept = out if keep else None
             del out, x, inputs
-            if not skip:
-                trials.append(
-                    {
-                        "index": index,
-                        "inputs": held,
-                        "mutates": entry["mutates_inputs"],
-                        "distribution": distribution,
-                        "seed": seed,
-                        "input_print": input_print,
-                    }
-                )
+            if skip:
+                continue
+            trial = {
+                "index": index,
+                "inputs": held,
+                "mutates": entry["mutates_inputs"],
+                "distribution": distribution,
+                "seed": seed,
+                "input_print": input_print,
+            }
+            trials.append(trial)
+            if kept is not None:
+                if self.recompute_large is None:
+                    self.recompute_large = self._reference_reproduces(reference, ref_model, trial, printed)
+                if self.recompute_large:
+                    poison(kept)
+                    kept = None
+                self.kept_refs[index] = (kept, printed)
+                entry["recomputed"] = self.recompute_large
+                del kept
         flags = degenerate_task_flags(kept_task_samples, self.cfg) if kept_task_samples else []
         self._lap("reference_trials_s")
         self.chan.send(
@@ -444,6 +462,31 @@ class Worker:
         from rubric_rl.sandbox.inputs import nbytes
 
         return nbytes(inputs) > self.cfg.ship_outputs_max_mb * 2**20
+
+    def _reference_again(self, reference: types.ModuleType, ref_model: Any, trial: dict[str, Any]) -> list[Any]:
+        """The reference's outputs on a large trial's inputs, drawn again (its inputs are never held)."""
+        from rubric_rl.sandbox.inputs import flatten_outputs
+
+        x = self._draw_inputs(reference, trial)
+        out = flatten_outputs(ref_model(*x))
+        self.backend.synchronize()
+        return out
+
+    def _reference_reproduces(
+        self, reference: types.ModuleType, ref_model: Any, trial: dict[str, Any], printed: list[str]
+    ) -> bool:
+        """Whether the reference, run again on a trial's inputs, gives the same bits, before the candidate loads:
+        only then may a changed fingerprint after the candidate's trial be called tampering (a reference with
+        nondeterministic kernels, atomics in a reduction, keeps its outputs instead)."""
+        from rubric_rl.sandbox.inputs import fingerprint, poison
+
+        try:
+            again = self._reference_again(reference, ref_model, trial)
+        except Exception as e:
+            raise CandidateError("reference", "the reference program failed: " + _digest_exception(e)) from e
+        same = fingerprint(again) == printed
+        poison(again)
+        return same
 
     def _known_reference_trials(self, reference: types.ModuleType) -> list[dict[str, Any]]:
         """The trials of a reference the evaluator already knows: the same seeded inputs, no reference run."""
@@ -479,7 +522,9 @@ class Worker:
         self.chan.send("reference", {"known": True, "phases": dict(self.phases)})
         return trials
 
-    def _correctness(self, reference: types.ModuleType, new_model: Any, trials: list[dict[str, Any]]) -> None:
+    def _correctness(
+        self, reference: types.ModuleType, ref_model: Any, new_model: Any, trials: list[dict[str, Any]]
+    ) -> None:
         from rubric_rl.sandbox.guard import GuardedCall
         from rubric_rl.sandbox.inputs import (
             aliases,
@@ -533,9 +578,22 @@ class Worker:
                 "downcasts": dict(guard.recorder.downcasts),
                 "guard_escaped": guard.escaped,
             }
+            del x  # read for the last time: its memory is the reference's, if it runs again
             if trial["index"] in self.kept_refs:
-                host = self._compare_kept(trial, out, body)
-                poison(self.kept_refs.pop(trial["index"])[0])  # its one use is over
+                refs, printed = self.kept_refs.pop(trial["index"])
+                if refs is None:
+                    # Computed again only now that the candidate's output exists, so no reference output of
+                    # this trial was on the device while the candidate ran.
+                    try:
+                        refs = self._reference_again(reference, ref_model, trial)
+                    except Exception as e:
+                        raise CandidateError(
+                            f"correctness trial {trial['index']}",
+                            "the reference failed when computed again after the candidate loaded: "
+                            + _digest_exception(e),
+                        ) from e
+                host = self._compare_on_device(trial, out, refs, printed, body)
+                poison(refs)  # its one use is over
             else:
                 host = [to_host(o) for o in out]
             poison(
@@ -549,7 +607,7 @@ class Worker:
             # while it compares on the host, and this worker asks again before its next trial.
             self.backend.synchronize()
             self.chan.send("trial", body, tensors=host)
-            del out, x, host
+            del out, host
 
     def _next_trial(self) -> None:
         """Ask before the next trial; the evaluator answers once the device is ours again (a waiting timing
@@ -559,16 +617,17 @@ class Worker:
         if reply != "go":
             raise RuntimeError(f"protocol: expected 'go' before the next trial, got {reply!r}")
 
-    def _compare_kept(self, trial: dict[str, Any], out: list[Any], body: dict[str, Any]) -> list[Any]:
-        """Compare with a reference output kept on the device; returns the spot-check sample to send.
+    def _compare_on_device(
+        self, trial: dict[str, Any], out: list[Any], refs: list[Any], printed: list[str], body: dict[str, Any]
+    ) -> list[Any]:
+        """Compare with a reference output on the device; returns the spot-check sample to send.
 
         The evaluator draws the sample's positions only now that the candidate's output exists, and checks
-        the sampled values itself; the fingerprint says whether the kept reference changed since before the
-        candidate was imported."""
+        the sampled values itself; the fingerprint says whether the reference output (kept, or computed
+        again) differs from the one computed before the candidate was imported."""
         from rubric_rl.sandbox.correctness import compare_outputs
         from rubric_rl.sandbox.inputs import describe, fingerprint
 
-        refs, printed = self.kept_refs[trial["index"]]
         result = compare_outputs(
             body["outputs"],
             out,

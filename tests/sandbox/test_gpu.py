@@ -159,7 +159,7 @@ def test_outputs_kept_on_the_gpu(evaluator, reference, program, status):
     v = run(evaluator, reference, program, ship_outputs_max_mb=64)
     assert v.status == status, (v.status, v.errors, [(f.rule, f.severity) for f in v.findings])
     task_trials = [t for t in v.trials if t.distribution != "timed"]
-    assert task_trials and all(t.compared_in == "worker" for t in task_trials)
+    assert task_trials and all(t.compared_in == "worker" and t.reference_recomputed for t in task_trials)
     assert not [f for f in v.findings if f.severity == "error"]
 
 
@@ -180,6 +180,26 @@ def test_outputs_kept_on_the_gpu_fit_a_fraction_of_its_memory(evaluator, referen
     )
     assert v.status == "correct", (v.status, v.errors)
     assert all(t.compared_in == "worker" for t in v.trials if t.distribution != "timed")
+
+
+def test_outputs_computed_again_need_one_trial_of_memory_not_seven(evaluator, reference):
+    # Kept, KernelBench L1-19's seven 6 GB reference outputs beside a trial's inputs and the candidate's output
+    # needed all of an H100, and its candidates ran alone. Computed again after each trial, reference_large's
+    # correctness (7 trials of 256 MB outputs and 512 MB inputs) fits in 2.25 GB: its seven kept outputs and one
+    # trial's inputs alone would take 2.3 GB.
+    import torch
+
+    _, total = torch.cuda.mem_get_info(0)
+    v = run(
+        evaluator,
+        reference,
+        GPU_PROGRAMS / "honest.py",
+        ship_outputs_max_mb=64,
+        measure_performance=False,
+        gpu_memory_fraction=2.25 * 2**30 / total,
+    )
+    assert v.status == "correct", (v.status, v.errors)
+    assert len(v.trials) == 7 and all(t.compared_in == "worker" and t.reference_recomputed for t in v.trials)
 
 
 def test_a_fingerprint_on_the_gpu_is_the_one_on_the_host():

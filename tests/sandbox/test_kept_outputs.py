@@ -101,19 +101,73 @@ def test_kept_outputs_still_tell_correct_from_wrong(kept, examples_dir):
     assert good.status == "correct", good.errors
     assert good.trials and all(t.compared_in == "worker" and t.passed for t in good.trials)
     assert {t.distribution for t in good.trials} == {"task", "signed", "heavy_tailed", "timed"}
+    # The reference reproduces its bits: each trial's output was computed again after the candidate's.
+    assert all(t.reference_recomputed for t in good.trials if t.distribution != "timed")
     bad = kept.evaluate(reference, (examples_dir / "fused_add_relu" / "candidate_wrong.py").read_text())
     assert bad.status == "incorrect"
     assert bad.trials[0].compared_in == "worker" and bad.trials[0].mismatched > 0
+
+
+# fused_add_relu's reference, with a forward that changes in the way the test needs.
+_REFERENCE_WITH = """
+import sys
+import torch
+import torch.nn as nn
+
+_calls = [0]
+
+
+class Model(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        _calls[0] += 1
+        return torch.relu(x + y) * self.scale + {change}
+
+
+def get_inputs():
+    return [torch.randn(256, 4096), torch.randn(256, 4096)]
+
+
+def get_init_inputs():
+    return [1.5]
+"""
+
+
+@pytest.mark.slow
+def test_a_reference_that_does_not_reproduce_its_bits_keeps_its_outputs(kept, examples_dir):
+    # Nondeterministic kernels give other bits, well within tolerance, on each run: computed again after the
+    # candidate's trial, its output would not match its fingerprint and an honest candidate would be called a
+    # tampering one. Run twice before the candidate loads, it shows it, and keeps its outputs on the device.
+    reference = _REFERENCE_WITH.format(change="1e-6 * (_calls[0] % 2)")
+    v = kept.evaluate(reference, (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text())
+    assert v.status == "correct", (v.errors, [f.rule for f in v.findings])
+    task_trials = [t for t in v.trials if t.distribution != "timed"]
+    assert task_trials and all(t.compared_in == "worker" and t.reference_recomputed is False for t in task_trials)
+
+
+@pytest.mark.slow
+def test_a_reference_output_that_differs_after_the_candidate_loaded_is_tampering(kept, examples_dir):
+    # What a candidate reaching into the reference (its parameters, the ops it calls, its inputs' generator)
+    # would do to the output computed again after its trial: the fingerprint from before it loaded tells.
+    reference = _REFERENCE_WITH.format(change="(1.0 if 'candidate' in sys.modules else 0.0)")
+    v = kept.evaluate(reference, (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text())
+    assert v.status == "hack", v.errors
+    tampering = [f for f in v.findings if f.rule == "protocol.tampering"]
+    assert tampering and "computed again after the candidate's trial" in tampering[0].message
+    assert not v.trials[0].passed and v.trials[0].reference_recomputed
 
 
 def _forged(passed: bool = True) -> dict:
     return TrialResult(index=0, distribution="task", seed=1, passed=passed, mismatched=0, numel=100).model_dump()
 
 
-def _kept_trial(body: dict, values: list):
+def _kept_trial(body: dict, values: list, recomputed: bool = False):
     cfg = SandboxConfig(backend="cpu")
     run = _Run(config=cfg, candidate="")
-    ref = {"distribution": "task", "seed": 42, "on_device": True}
+    ref = {"distribution": "task", "seed": 42, "on_device": True, "recomputed": recomputed}
     result = Evaluator(cfg)._kept_trial(run, body, values, ref, 0)
     return result, [f.rule for f in run.findings]
 
@@ -156,10 +210,12 @@ def test_a_passing_worker_comparison_without_its_sample_breaks_the_protocol():
         _kept_trial({"device_result": _forged(), "reference_intact": True}, [None, None])
 
 
-def test_a_changed_kept_reference_is_tampering():
+@pytest.mark.parametrize("recomputed", [False, True])
+def test_a_changed_kept_reference_is_tampering(recomputed):
     r = torch.randn(8)
-    result, rules = _kept_trial({"device_result": _forged(), "reference_intact": False}, [r, r])
+    result, rules = _kept_trial({"device_result": _forged(), "reference_intact": False}, [r, r], recomputed)
     assert not result.passed and rules == ["protocol.tampering"]
+    assert result.reference_recomputed is recomputed
 
 
 def test_a_kept_trial_without_its_result_breaks_the_protocol():
