@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from rubric_rl import __version__
 from rubric_rl.sandbox.build import Builder, BuildOutcome
+from rubric_rl.sandbox.capture_cache import CaptureCache
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
 from rubric_rl.sandbox.cpu_cores import available_cores, pin_process
@@ -214,6 +215,7 @@ class Evaluator:
         self.reference_cache = (
             reference_cache if reference_cache is not None else ReferenceCache(config.reference_cache_mb)
         )
+        self.captures = CaptureCache(config.cache_dir.parent / "captures")  # beside the build cache, as baselines
 
     def evaluate(
         self,
@@ -333,7 +335,11 @@ class Evaluator:
 
     def prebuild(self, candidate: str, arch: str | None) -> list[ExtensionBuild]:
         """Capture and build a candidate's extensions ahead of execution (what build workers do)."""
-        specs, _ = self.capture(candidate)
+        specs = self.captures.get(candidate, self.config.backend)
+        if specs is None:
+            specs, error = self.capture(candidate)
+            if error is None:
+                self.captures.put(candidate, self.config.backend, specs)
         builds = []
         for spec in specs:
             try:

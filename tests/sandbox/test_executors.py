@@ -70,6 +70,7 @@ def test_one_executor_serves_several_event_loops(sandbox, example_tasks, example
 
     try:
         assert asyncio.run(batch()) == asyncio.run(batch()) == ["correct", "incorrect"]
+        assert ex.stats()["captures"]["hits"] >= 2  # the second batch's prebuilds spawned no capture worker
     finally:
         asyncio.run(ex.close())
 
@@ -206,6 +207,10 @@ def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_
         }
         named = ray.get_actor("rubric_rl.exec.0", namespace="rubric_rl_test")  # reachable by name
         assert named is not None
+        stats = ex.stats()  # summed over the build actors, as the local executor's
+        assert stats["captures"]["hits"] + stats["captures"]["misses"] == 3 and {"hits", "misses"} <= set(
+            stats["builds"]
+        )
         ex.shutdown_actors()
     finally:
         ray.shutdown()

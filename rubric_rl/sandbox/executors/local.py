@@ -376,6 +376,7 @@ class LocalExecutor(Executor):
             "executor": "local",
             "evaluations": self.evaluations,
             "builds": self.builder.stats.as_dict(),
+            "captures": self.evaluator.captures.stats(),
             "baselines": {
                 "measured": self.baselines.measured,
                 "reused": self.baselines.reused,

@@ -44,8 +44,8 @@ class _BuildWorker:
     def prebuild(self, program: str, arch: str | None) -> list[dict[str, Any]]:
         return [b.model_dump() for b in self.evaluator.prebuild(program, arch)]
 
-    def stats(self) -> dict[str, Any]:
-        return self.evaluator.builder.stats.as_dict()
+    def stats(self) -> dict[str, dict[str, float]]:
+        return {"builds": self.evaluator.builder.stats.as_dict(), "captures": dict(self.evaluator.captures.stats())}
 
 
 class _ExecutionWorker:
@@ -171,14 +171,16 @@ class RayExecutor(Executor):
         return found.model_dump_json() if found is not None else None
 
     def stats(self) -> dict[str, Any]:
-        totals: dict[str, float] = {}
+        totals: dict[str, dict[str, float]] = {"builds": {}, "captures": {}}
         for s in self.ray.get([b.stats.remote() for b in self._builders]):
-            for k, v in s.items():
-                totals[k] = totals.get(k, 0) + v
+            for part, counts in s.items():
+                for k, v in counts.items():
+                    totals[part][k] = totals[part].get(k, 0) + v
         return {
             "executor": "ray",
             "evaluations": self.evaluations,
-            "builds": totals,
+            "builds": totals["builds"],
+            "captures": totals["captures"],
             "baselines": {
                 "measured": self.baselines.measured,
                 "reused": self.baselines.reused,
