@@ -847,13 +847,19 @@ class Evaluator:
         """A trial compared in the worker (its reference was too large to ship): take the worker's result
         only if the reference output it compared against is the one from before the candidate loaded (kept, or
         computed again after the candidate's trial) and our own check of the sampled positions agrees."""
+        recomputed = bool(ref.get("recomputed"))  # from the reference's own report, before the candidate loaded
+        again: list[Any] = []  # the output computed again, at the positions sampled before the candidate loaded
+        if body.get("reference_resampled"):
+            n = len(ref["outputs"])
+            if not recomputed or not n or len(values) < n:
+                raise ProtocolError(f"trial {index}: a resample of a reference that was not computed again")
+            values, again = values[:-n], values[-n:]
         if "device_result" not in body or len(values) % 2:
             raise ProtocolError(f"trial {index}: a kept-reference trial without its result or sample")
         try:
             result = TrialResult.model_validate(body["device_result"])
         except ValueError as e:
             raise ProtocolError(f"trial {index}: unreadable device result ({e})") from None
-        recomputed = bool(ref.get("recomputed"))  # from the reference's own report, before the candidate loaded
         result = result.model_copy(
             update={
                 "index": index,
@@ -864,16 +870,40 @@ class Evaluator:
             }
         )
         if not body.get("reference_intact", False):
-            what = (
-                "computed again after the candidate's trial differs from the one before it loaded (the reference, "
-                "its parameters or its inputs were tampered with)"
-                if recomputed
-                else "kept on the device changed while the candidate ran"
+            agrees = self._agrees_with_before(run.ref_values[index], again) if again else None
+            if agrees is None:
+                what = (
+                    "computed again after the candidate's trial differs from the one before it loaded (the "
+                    "reference, its parameters or its inputs were tampered with)"
+                    if recomputed
+                    else "kept on the device changed while the candidate ran"
+                )
+                run.add_finding("protocol.tampering", "protocol", f"trial {index}: the reference output {what}")
+                return result.model_copy(update={"passed": False, "error": "the reference output was changed"})
+            run.add_finding(
+                "protocol.reference_not_reproduced",
+                "protocol",
+                f"trial {index}: the reference output computed again after the candidate's trial has other bits "
+                f"than before it loaded, but agrees within tolerance at {agrees} positions sampled then (another "
+                "algorithm under other memory, e.g. cuDNN's when its workspace does not fit)",
+                default="warn",
             )
-            run.add_finding("protocol.tampering", "protocol", f"trial {index}: the reference output {what}")
-            return result.model_copy(update={"passed": False, "error": "the reference output was changed"})
         half = len(values) // 2
         return self._spot_checked(run, result, values[:half], values[half:], f"trial {index}")
+
+    def _agrees_with_before(self, before: list[Any], again: list[Any]) -> int | None:
+        """Positions checked if a reference output computed again agrees, within tolerance, with the sample of it
+        sent before the candidate loaded; None if it does not (or there is nothing to check)."""
+        pairs = [(a, b) for a, b in zip(again, before, strict=False) if isinstance(b, torch.Tensor)]
+        if len(again) != len(before) or not pairs:
+            return None
+        loose = self.config.model_copy(update={"atol_scale": None})
+        for a, b in pairs:
+            if not isinstance(a, torch.Tensor) or a.shape != b.shape:
+                return None
+            if not compare_host_outputs([a], [b], loose, index=-1, distribution="task", seed=0).passed:
+                return None
+        return sum(b.numel() for _, b in pairs)
 
     def _spot_checked(self, run: _Run, result: TrialResult, cand: list[Any], ref: list[Any], what: str) -> TrialResult:
         """The worker's comparison, unless the evaluator's own one of the sampled positions contradicts it."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import secrets
 import sys
 import time
 import traceback
@@ -32,6 +33,9 @@ from typing import Any
 from rubric_rl.sandbox.protocol import Channel, Message
 
 MAX_ERROR_CHARS = 2000
+# Positions of each large reference output sent to the evaluator before the candidate loads: what the output
+# computed again after the candidate's trial is held to when it does not reproduce the bits (see _correctness).
+REFERENCE_SAMPLES = 1 << 16
 
 
 class CandidateError(Exception):
@@ -355,6 +359,7 @@ class Worker:
             nbytes,
             poison,
             same_bits,
+            sample_pairs,
             subsample,
             to_host,
         )
@@ -431,6 +436,9 @@ class Worker:
                 if self.recompute_large is None:
                     self.recompute_large = self._reference_reproduces(reference, ref_model, trial, printed)
                 if self.recompute_large:
+                    sample_seed = secrets.randbits(62)
+                    trial["sample_seed"] = sample_seed
+                    payload[-1] = sample_pairs(kept, kept, sample_seed, REFERENCE_SAMPLES)[1]
                     poison(kept)
                     kept = None
                 self.kept_refs[index] = (kept, printed)
@@ -534,6 +542,7 @@ class Worker:
             flatten_outputs,
             poison,
             same_bits,
+            sample_pairs,
             storage_spans,
             to_host,
         )
@@ -593,6 +602,12 @@ class Worker:
                             + _digest_exception(e),
                         ) from e
                 host = self._compare_on_device(trial, out, refs, printed, body)
+                if "sample_seed" in trial and not body["reference_intact"]:
+                    # Other bits than before the candidate loaded: the evaluator tells a reference that does not
+                    # reproduce them under other memory (cuDNN takes another algorithm when its workspace does not
+                    # fit) from a tampered one by the positions it was sent then.
+                    host += sample_pairs(refs, refs, trial["sample_seed"], REFERENCE_SAMPLES)[1]
+                    body["reference_resampled"] = True
                 poison(refs)  # its one use is over
             else:
                 host = [to_host(o) for o in out]

@@ -149,6 +149,16 @@ def test_a_reference_that_does_not_reproduce_its_bits_keeps_its_outputs(kept, ex
 
 
 @pytest.mark.slow
+def test_a_reference_with_other_bits_after_the_candidate_loaded_but_within_tolerance_is_not_tampering(
+    kept, examples_dir
+):
+    reference = _REFERENCE_WITH.format(change="(1e-6 if 'candidate' in sys.modules else 0.0)")
+    v = kept.evaluate(reference, (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text())
+    assert v.status == "correct", (v.errors, [f.rule for f in v.findings])
+    assert {f.rule: f.severity for f in v.findings}["protocol.reference_not_reproduced"] == "warn"
+
+
+@pytest.mark.slow
 def test_a_reference_output_that_differs_after_the_candidate_loaded_is_tampering(kept, examples_dir):
     # What a candidate reaching into the reference (its parameters, the ops it calls, its inputs' generator)
     # would do to the output computed again after its trial: the fingerprint from before it loaded tells.
@@ -164,10 +174,11 @@ def _forged(passed: bool = True) -> dict:
     return TrialResult(index=0, distribution="task", seed=1, passed=passed, mismatched=0, numel=100).model_dump()
 
 
-def _kept_trial(body: dict, values: list, recomputed: bool = False):
+def _kept_trial(body: dict, values: list, recomputed: bool = False, before: list | None = None):
     cfg = SandboxConfig(backend="cpu")
     run = _Run(config=cfg, candidate="")
-    ref = {"distribution": "task", "seed": 42, "on_device": True, "recomputed": recomputed}
+    run.ref_values = [before or []]
+    ref = {"distribution": "task", "seed": 42, "on_device": True, "recomputed": recomputed, "outputs": [{}]}
     result = Evaluator(cfg)._kept_trial(run, body, values, ref, 0)
     return result, [f.rule for f in run.findings]
 
@@ -216,6 +227,29 @@ def test_a_changed_kept_reference_is_tampering(recomputed):
     result, rules = _kept_trial({"device_result": _forged(), "reference_intact": False}, [r, r], recomputed)
     assert not result.passed and rules == ["protocol.tampering"]
     assert result.reference_recomputed is recomputed
+
+
+def test_a_reference_computed_again_with_other_bits_is_held_to_its_sample_from_before():
+    # cuDNN takes another algorithm when its workspace does not fit beside the candidate's memory: other bits,
+    # within tolerance of the sample sent before the candidate loaded. A tampered reference is not.
+    r = torch.randn(64)
+    before = r[:16].clone()
+    body = {"device_result": _forged(), "reference_intact": False, "reference_resampled": True}
+    honest, rules = _kept_trial(body, [r.clone(), r, before + 1e-6], recomputed=True, before=[before])
+    assert honest.passed and rules == ["protocol.reference_not_reproduced"]
+    tampered, rules = _kept_trial(body, [r.clone(), r, before + 1.0], recomputed=True, before=[before])
+    assert not tampered.passed and rules == ["protocol.tampering"]
+    reshaped, rules = _kept_trial(body, [r.clone(), r, before[:8]], recomputed=True, before=[before])
+    assert not reshaped.passed and rules == ["protocol.tampering"]
+
+
+def test_a_resample_of_a_kept_reference_breaks_the_protocol():
+    from rubric_rl.sandbox.protocol import ProtocolError
+
+    r = torch.randn(8)
+    body = {"device_result": _forged(), "reference_intact": False, "reference_resampled": True}
+    with pytest.raises(ProtocolError):
+        _kept_trial(body, [r, r, r], recomputed=False, before=[r])
 
 
 def test_a_kept_trial_without_its_result_breaks_the_protocol():
