@@ -28,6 +28,7 @@ from benchlib import (
     discover,
     print_candidate_table,
     run_logged,
+    sandbox_overrides,
     select,
     stage_means,
     write_json,
@@ -109,12 +110,15 @@ def main() -> None:
     ap.add_argument("--slots-per-gpu", type=int, default=ExecutorConfig().slots_per_gpu)
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--only", default=None, help="comma-separated candidate names or task ids (else --n spread)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SandboxConfig field")
     args = ap.parse_args()
 
     tasks = {t.id: t for t in load_tasks(args.problems or default_problems())}
     chosen = select(discover(args.candidates, tasks), args.n, args.only)
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-sandbox-")) / "build"
-    sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
+    sandbox = SandboxConfig(
+        backend="cuda", cache_dir=cache, perf_trials=args.perf_trials, **sandbox_overrides(args.set)
+    )
     ex = LocalExecutor(
         sandbox, ExecutorConfig(build_workers=args.build_workers, prebuild=True, slots_per_gpu=args.slots_per_gpu)
     )

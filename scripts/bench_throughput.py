@@ -38,6 +38,7 @@ from benchlib import (
     print_candidate_table,
     print_table,
     run_logged,
+    sandbox_overrides,
     spread,
     write_json,
 )
@@ -150,6 +151,7 @@ def main() -> None:
     ap.add_argument("--build-mode", choices=["full", "objects"], default="full", help="of the build cuts")
     ap.add_argument("--cuts-matching", default="", help="measure only the build cuts whose names contain this")
     ap.add_argument("--a-from", type=Path, default=None, help="take (a) from an earlier run's JSON instead")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SandboxConfig field")
     ap.add_argument("--cv-candidates", type=int, default=12, help="candidates evaluated --cv-repeats times")
     ap.add_argument("--cv-repeats", type=int, default=5)
     ap.add_argument(
@@ -211,7 +213,9 @@ def main() -> None:
     verdicts_b: list = []
     if not {"b", "c"} <= skip:
         cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build"
-        sandbox = SandboxConfig(backend="cuda", cache_dir=cache, perf_trials=args.perf_trials)
+        sandbox = SandboxConfig(
+            backend="cuda", cache_dir=cache, perf_trials=args.perf_trials, **sandbox_overrides(args.set)
+        )
         ex = LocalExecutor(
             sandbox,
             ExecutorConfig(

@@ -25,6 +25,23 @@ def default_problems() -> Path:
     raise SystemExit("no problems file: pass --problems (KernelBench problems.jsonl)")
 
 
+def sandbox_overrides(pairs: list[str]) -> dict:
+    """``--set KEY=VALUE`` pairs as SandboxConfig fields, VALUE read as JSON where it parses (false, 3, [1])
+    and as a string otherwise; the benches compare a setting against its default in one device call."""
+    from rubric_rl.sandbox import SandboxConfig
+
+    out: dict = {}
+    for pair in pairs:
+        key, eq, raw = pair.partition("=")
+        if not eq or key not in SandboxConfig.model_fields:
+            raise SystemExit(f"--set {pair!r}: expected FIELD=VALUE with a SandboxConfig field")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
 def discover(candidates_dir: Path, tasks: dict) -> list[tuple[str, Path]]:
     """(task id, file) for every candidate file named '<task id>_<anything>.py' whose task exists."""
     found = []

@@ -43,3 +43,14 @@ def test_noisy_rounds_show_within_an_evaluation(benchlib):
     within = benchlib.within_evaluation_cv(eager, drifting)
     assert 0.04 < within < 0.07  # CV of 10/1.0, 10/1.1, 10/1.2, 10/1.3 (about 0.10), over sqrt(4)
     assert benchlib.within_evaluation_cv(eager[:7], drifting[:7]) is None  # under two rounds a slice
+
+
+def test_set_pairs_become_sandbox_fields_or_a_clear_error(benchlib):
+    from rubric_rl.sandbox import SandboxConfig
+
+    got = benchlib.sandbox_overrides(["worker_aslr=false", "perf_trials=30", "compile_mode=max-autotune"])
+    assert got == {"worker_aslr": False, "perf_trials": 30, "compile_mode": "max-autotune"}
+    assert SandboxConfig(**got).worker_aslr is False
+    for bad in ["no_such_field=1", "worker_aslr"]:
+        with pytest.raises(SystemExit, match="FIELD=VALUE"):
+            benchlib.sandbox_overrides([bad])

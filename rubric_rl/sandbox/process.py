@@ -62,6 +62,22 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
+_ADDR_NO_RANDOMIZE = 0x0040000  # linux/personality.h
+
+
+def fixed_address_layout() -> bool:
+    """Turn address-space layout randomisation off for this process and what it executes next (the flag is kept
+    across exec); False where the kernel or a seccomp filter refuses (Docker's default profile does)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        current = libc.personality(0xFFFFFFFF)  # reads the persona without changing it
+        return current != -1 and libc.personality(current | _ADDR_NO_RANDOMIZE) != -1
+    except (OSError, AttributeError):
+        return False
+
+
 class WorkerProcess:
     """One execution worker; use as a context manager so the process and its directory always go away."""
 
@@ -120,6 +136,8 @@ class WorkerProcess:
         return env
 
     def _limits(self) -> None:  # runs in the child between fork and exec
+        if not self.config.worker_aslr:
+            fixed_address_layout()
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 30, 1 << 30))
         if self.config.backend == "cpu":

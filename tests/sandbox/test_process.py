@@ -53,3 +53,31 @@ def test_only_cpu_workers_get_the_allocator_settings(tmp_path):
     finally:
         cpu.close()
         cuda.close()
+
+
+def _persona(pid: int) -> int:
+    with open(f"/proc/{pid}/personality") as f:
+        return int(f.read(), 16)
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="personality(2) is Linux's")
+def test_workers_can_start_with_one_address_layout(tmp_path):
+    from rubric_rl.sandbox.process import _ADDR_NO_RANDOMIZE, fixed_address_layout
+
+    probe = subprocess.run(
+        [sys.executable, "-c", "print(open('/proc/self/personality').read())"],
+        preexec_fn=fixed_address_layout,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    if not int(probe.stdout, 16) & _ADDR_NO_RANDOMIZE:
+        pytest.skip("this kernel (or its seccomp filter) refuses ADDR_NO_RANDOMIZE")
+    for aslr in (False, True):
+        worker = WorkerProcess(SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", worker_aslr=aslr))
+        try:
+            worker.start()
+            assert worker.proc is not None
+            assert bool(_persona(worker.proc.pid) & _ADDR_NO_RANDOMIZE) is not aslr
+        finally:
+            worker.close()
