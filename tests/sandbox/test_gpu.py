@@ -163,11 +163,14 @@ def test_outputs_kept_on_the_gpu(evaluator, reference, program, status):
     assert not [f for f in v.findings if f.severity == "error"]
 
 
-def test_outputs_kept_on_the_gpu_fit_a_fraction_of_its_memory(evaluator, reference):
-    # KernelBench L1-19 keeps seven 6 GB outputs: beside them, the poisoning of the memory the reference phase
-    # gave back asked for the phase's whole peak again, and ran out of a worker's fraction below the whole
-    # device (so the task needed all of an H200). reference_large keeps 7 x 256 MB, with a peak near 3.3 GB:
-    # within 4.25 GB it must fit (the old poisoning took 5 GB).
+@pytest.mark.parametrize("gb, timed", [(4.25, True), (2.25, False)])
+def test_large_outputs_fit_a_fraction_of_the_gpu(evaluator, reference, gb, timed):
+    # KernelBench L1-19: kept, its seven 6 GB reference outputs beside a trial's inputs and the candidate's output
+    # needed all of an H100, and its candidates ran alone; before that, the poisoning of the memory the reference
+    # phase gave back asked for the phase's whole peak again. reference_large has 7 trials of 256 MB outputs and
+    # 512 MB inputs: its correctness, each output computed again after its trial, fits in 2.25 GB (its seven
+    # kept outputs and one trial's inputs alone would take 2.3 GB), and with timing in 4.25 GB (the old
+    # poisoning took 5 GB).
     import torch
 
     _, total = torch.cuda.mem_get_info(0)
@@ -176,30 +179,12 @@ def test_outputs_kept_on_the_gpu_fit_a_fraction_of_its_memory(evaluator, referen
         reference,
         GPU_PROGRAMS / "honest.py",
         ship_outputs_max_mb=64,
-        gpu_memory_fraction=4.25 * 2**30 / total,
+        measure_performance=timed,
+        gpu_memory_fraction=gb * 2**30 / total,
     )
     assert v.status == "correct", (v.status, v.errors)
-    assert all(t.compared_in == "worker" for t in v.trials if t.distribution != "timed")
-
-
-def test_outputs_computed_again_need_one_trial_of_memory_not_seven(evaluator, reference):
-    # Kept, KernelBench L1-19's seven 6 GB reference outputs beside a trial's inputs and the candidate's output
-    # needed all of an H100, and its candidates ran alone. Computed again after each trial, reference_large's
-    # correctness (7 trials of 256 MB outputs and 512 MB inputs) fits in 2.25 GB: its seven kept outputs and one
-    # trial's inputs alone would take 2.3 GB.
-    import torch
-
-    _, total = torch.cuda.mem_get_info(0)
-    v = run(
-        evaluator,
-        reference,
-        GPU_PROGRAMS / "honest.py",
-        ship_outputs_max_mb=64,
-        measure_performance=False,
-        gpu_memory_fraction=2.25 * 2**30 / total,
-    )
-    assert v.status == "correct", (v.status, v.errors)
-    assert len(v.trials) == 7 and all(t.compared_in == "worker" and t.reference_recomputed for t in v.trials)
+    task_trials = [t for t in v.trials if t.distribution != "timed"]
+    assert len(task_trials) == 7 and all(t.compared_in == "worker" and t.reference_recomputed for t in task_trials)
 
 
 def test_a_fingerprint_on_the_gpu_is_the_one_on_the_host():
