@@ -1,10 +1,14 @@
 """Shared fixtures: one build cache for the whole run (builds take ~25 s each on two cores), the bundled
-examples, and the ``gpu`` marker's skip when no CUDA device is visible."""
+examples, the benchmark scripts as modules, and the ``gpu`` marker's skip when no CUDA device is visible."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -42,3 +46,22 @@ def problems_file() -> Path:
     if not SHARED_PROBLEMS.exists():
         pytest.skip(f"{SHARED_PROBLEMS} not present")
     return SHARED_PROBLEMS
+
+
+@pytest.fixture(scope="session")
+def load_script() -> Callable[[str], ModuleType]:
+    """``load_script("benchlib")``: a file of scripts/ as a module (they import each other by plain name)."""
+    scripts = REPO / "scripts"
+
+    def load(name: str) -> ModuleType:
+        sys.path.insert(0, str(scripts))
+        try:
+            spec = importlib.util.spec_from_file_location(name, scripts / f"{name}.py")
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+        finally:
+            sys.path.remove(str(scripts))
+
+    return load

@@ -1,25 +1,12 @@
 """The benchmarks' statistics (scripts/benchlib.py): what their tables report must mean what the columns say."""
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
-
 import pytest
-
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 @pytest.fixture(scope="module")
-def benchlib():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec = importlib.util.spec_from_file_location("benchlib", SCRIPTS / "benchlib.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(SCRIPTS))
+def benchlib(load_script):
+    return load_script("benchlib")
 
 
 def test_a_spread_between_processes_is_not_counted_within_one(benchlib):
