@@ -1,6 +1,7 @@
 """The benchmarks' statistics (scripts/benchlib.py): what their tables report must mean what the columns say."""
 
 import random
+
 import pytest
 
 
