@@ -2,11 +2,11 @@
 cache.
 
 Building ahead of execution starts by importing the candidate in a sandboxed worker to record its
-``load_inline`` calls: a fresh process importing torch, 3-7 s of a core. On a warm cache that was the whole
-prebuild (every build a hit), and 32 of them at the start of a pass kept every execution slot idle for its first
-7 s on an H100 host. The record is a pure function of the candidate's text (and the backend it was captured
-for); a capture that misses some builds never changes a Verdict (the execution worker asks for them again), so a
-kept one is safe to reuse. Failed captures are not kept.
+``load_inline`` calls: a fresh process importing torch (1.35 s one at a time on 2 idle cores). On a warm cache
+that was the whole prebuild (every build a hit): on an H100 host, a warm pass's first evaluation started 7 s in,
+after the prebuilds of 32 candidates. The record is a pure function of the candidate's text (and the backend it
+was captured for); a capture that misses some builds never changes a Verdict (the execution worker asks for them
+again), so a kept one is safe to reuse. Failed captures are not kept.
 """
 
 from __future__ import annotations
@@ -60,9 +60,13 @@ class CaptureCache:
         path = self._path(candidate, backend)
         self.root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=path.stem, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump([s.model_dump(mode="json") for s in specs], f)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump([s.model_dump(mode="json") for s in specs], f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)  # a full disk leaves no half-written file behind
+            raise
 
     def stats(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses}

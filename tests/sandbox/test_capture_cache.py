@@ -65,3 +65,19 @@ def test_a_failed_capture_is_not_kept(build_cache: Path, tmp_path):
     candidate = "raise RuntimeError('not today')\n"
     assert ev.prebuild(candidate, None) == []
     assert not list((tmp_path / "captures").glob("*.json"))
+
+
+def test_a_failed_write_leaves_no_file_behind(tmp_path, monkeypatch):
+    import json
+
+    cache = CaptureCache(tmp_path)
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(json, "dump", full_disk)
+    with pytest.raises(OSError):
+        cache.put("program", "cpu", [_spec()])
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    assert cache.get("program", "cpu") is None
