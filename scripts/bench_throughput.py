@@ -47,6 +47,7 @@ from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.build import Builder
 from rubric_rl.sandbox.evaluate import Evaluator
 from rubric_rl.sandbox.executors import ExecutorConfig
+from rubric_rl.sandbox.executors.base import default_build_workers
 from rubric_rl.sandbox.executors.local import LocalExecutor, visible_gpus
 from rubric_rl.sandbox.extension import prepare_build
 
@@ -146,7 +147,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=36)
     ap.add_argument("--kb-baseline", type=int, default=4, help="candidates in (a), and in the build cuts")
     ap.add_argument("--perf-trials", type=int, default=100)
-    ap.add_argument("--build-workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--build-workers", type=int, default=None, help="concurrent builds (default: the executor's)")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: a,cuts,b,c")
     ap.add_argument("--build-mode", choices=["full", "objects"], default="full", help="of the build cuts")
     ap.add_argument("--cuts-matching", default="", help="measure only the build cuts whose names contain this")
@@ -190,7 +191,11 @@ def main() -> None:
 
     if "cuts" not in skip:
         cuts = build_cuts(
-            items[: args.kb_baseline], arch, min(args.build_workers, 8), args.build_mode, args.cuts_matching
+            items[: args.kb_baseline],
+            arch,
+            min(args.build_workers or default_build_workers("cuda"), 8),
+            args.build_mode,
+            args.cuts_matching,
         )
         if kb:  # the same extensions, built by torch's default load_inline in (a), one at a time
             cuts = {"torch default load_inline (in (a))": [r.get("build_s") for r in kb], **cuts}

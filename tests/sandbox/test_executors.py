@@ -61,7 +61,7 @@ def test_one_executor_serves_several_event_loops(sandbox, example_tasks, example
     # was bound to the first loop and the second batch failed as soon as a candidate had to wait for a slot.
     from rubric_rl.sandbox.executors.local import LocalExecutor
 
-    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=1, cpu_slots=1, prewarm=False, reuse_baselines=False))
+    ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=1, cpu_slots=1, spare_workers=0, reuse_baselines=False))
     task = example_tasks["T-1"]
     codes = [r.code for r in example_rows if r.candidate_id != "fused_add_relu/compile_error"]
 
@@ -123,7 +123,7 @@ def test_two_slots_share_the_device_but_time_alone(sandbox, example_tasks, examp
 
 def test_verify_batch_resumes_without_redoing_or_losing(tmp_path, sandbox, example_tasks, example_rows):
     out = tmp_path / "run"
-    executor_cfg = ExecutorConfig(kind="local", build_workers=1, reuse_baselines=False, prewarm=False)
+    executor_cfg = ExecutorConfig(kind="local", build_workers=1, reuse_baselines=False, spare_workers=0)
 
     async def batch(rows):
         async with make_executor(sandbox, executor_cfg) as ex:
@@ -166,7 +166,7 @@ def test_response_rows_are_extracted_or_rejected_with_the_reason(tmp_path, sandb
     )
 
     async def batch():
-        async with make_executor(sandbox, ExecutorConfig(kind="local", build_workers=1, prewarm=False)) as ex:
+        async with make_executor(sandbox, ExecutorConfig(kind="local", build_workers=1, spare_workers=0)) as ex:
             return await run_batch(example_tasks, read_candidates(path), ex, tmp_path / "run")
 
     summary = asyncio.run(batch())
@@ -486,9 +486,9 @@ def test_timings_run_on_the_reserved_cores_and_everything_else_off_them(sandbox,
         try:
             seen.extend(thread_affinities(os.getpid()).values())  # this process, after the executor started
             verdict = await ex.evaluate(task, code)
-            spare = ex._warm._spare.get("cpu.0")
-            if spare is not None and spare.proc is not None:
-                seen.extend(thread_affinities(spare.proc.pid).values())  # a worker started by the executor
+            for spare in ex._warm.spares("cpu.0"):
+                if spare.proc is not None:
+                    seen.extend(thread_affinities(spare.proc.pid).values())  # a worker started by the executor
             return verdict
         finally:
             await ex.close()
@@ -499,3 +499,53 @@ def test_timings_run_on_the_reserved_cores_and_everything_else_off_them(sandbox,
     assert seen and all(mask == plan.general for mask in seen)
     assert not plan.general & reserved
     assert frozenset(os.sched_getaffinity(0)) == mine  # the process has its cores back once the executor closes
+
+
+def test_each_slot_keeps_as_many_spare_workers_as_asked_and_hands_out_the_oldest(sandbox):
+    # With one spare, a slot whose evaluations run shorter than a worker takes to start waited for it.
+    from rubric_rl.sandbox.executors.local import _WarmWorkers
+
+    warm = _WarmWorkers(sandbox, depth=2)
+    first = warm.take("cpu.0", None)  # no spare yet: a new one, and two spares start behind it
+    try:
+        deadline = time.monotonic() + 120
+        while len(warm.spares("cpu.0")) < 2:
+            assert time.monotonic() < deadline, "the spares did not start"
+            time.sleep(0.1)
+        oldest = warm.spares("cpu.0")[0]
+        taken = warm.take("cpu.0", None)
+        assert taken is oldest and taken.alive()
+        assert len(warm.spares("cpu.0")) == 1  # and a replacement is starting: never more than two
+        deadline = time.monotonic() + 120
+        while len(warm.spares("cpu.0")) < 2:
+            assert time.monotonic() < deadline, "the replacement did not start"
+            time.sleep(0.1)
+        assert len(warm.spares("cpu.0")) == 2
+        taken.close()
+    finally:
+        first.close()
+        spares = warm.spares("cpu.0")
+        warm.close()
+    assert spares and not any(w.alive() for w in spares)
+
+
+def test_default_builds_at_once_leave_a_core_per_compiler(monkeypatch):
+    # A split cuda build runs two compilers at once (kernel and torch glue): a build per core ran two per core,
+    # and on a 16-core H100 host every build of the first wave took 54-62 s instead of 14-20 s.
+    import psutil
+
+    from rubric_rl.sandbox.executors.base import default_build_workers
+
+    class Plenty:
+        total = 1 << 40
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Plenty)
+    assert default_build_workers("cuda", 16) == 8
+    assert default_build_workers("cpu", 16) == 16
+    assert default_build_workers("cuda", 1) == 1
+
+    class Little:
+        total = 12 << 30  # a build peaks near 3 GB: four at a time
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Little)
+    assert default_build_workers("cpu", 16) == 4

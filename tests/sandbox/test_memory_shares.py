@@ -72,24 +72,80 @@ def test_halves_are_held_side_by_side_and_single_shares_fill_the_room_left():
         await singles.pop().__aexit__(None, None, None)
         second_cm = mem.share("0", 3)
         second = asyncio.ensure_future(second_cm.__aenter__())
-        late_cm = mem.share("0")
-        late = asyncio.ensure_future(late_cm.__aenter__())
         await _settle()
-        # 5 held: no room for the half, and the single that would fit queues behind it (no starvation).
-        assert not second.done() and not late.done()
+        assert not second.done()  # 5 held: no room for the half
         await singles.pop().__aexit__(None, None, None)
         await _settle()
         assert not second.done() and mem.held("0") == 4
         await first.__aexit__(None, None, None)
         await asyncio.wait_for(second, 1)
-        await asyncio.wait_for(late, 1)
-        assert mem.held("0") == 5  # a single, the second half and the late single
-        for cm in (*singles, second_cm, late_cm):
+        assert mem.held("0") == 4  # a single and the second half
+        for cm in (*singles, second_cm):
             await cm.__aexit__(None, None, None)
         assert mem.held("0") == 0
         with pytest.raises(ValueError, match="7 shares"):
             async with mem.share("0", 7):
                 pass
+
+    asyncio.run(main())
+
+
+def test_singles_pass_a_waiting_request_only_while_a_holder_of_several_is_on_the_device():
+    # Backfilling: the whole must wait for the half holder anyway, so singles run beside it; once the half has
+    # left, new singles queue behind the whole, which starts when the singles that passed are done.
+    async def main():
+        mem = MemoryShares(["0"], 6)
+        half = mem.share("0", 3)
+        await half.__aenter__()
+        whole_cm = mem.share("0", 6)
+        whole = asyncio.ensure_future(whole_cm.__aenter__())
+        await _settle()
+        passed = [mem.share("0") for _ in range(3)]
+        for cm in passed:
+            await asyncio.wait_for(cm.__aenter__(), 1)
+        assert mem.held("0") == 6 and not whole.done()
+        await passed.pop().__aexit__(None, None, None)
+        await half.__aexit__(None, None, None)
+        await _settle()
+        assert mem.held("0") == 2 and not whole.done()
+        late_cm = mem.share("0")
+        late = asyncio.ensure_future(late_cm.__aenter__())  # no holder of several left: behind the whole
+        await _settle()
+        assert not late.done()
+        for cm in passed:
+            await cm.__aexit__(None, None, None)
+        await asyncio.wait_for(whole, 1)
+        await _settle()
+        assert mem.held("0") == 6 and not late.done()
+        await whole_cm.__aexit__(None, None, None)
+        await asyncio.wait_for(late, 1)
+        await late_cm.__aexit__(None, None, None)
+        assert mem.held("0") == 0
+
+    asyncio.run(main())
+
+
+def test_requests_for_several_shares_are_served_in_the_order_they_came():
+    # A half that would fit waits behind an earlier whole: halves arriving one after another cannot starve it.
+    async def main():
+        mem = MemoryShares(["0"], 6)
+        order: list[str] = []
+        first = mem.share("0", 3)
+        await first.__aenter__()
+
+        async def hold(name: str, shares: int) -> None:
+            async with mem.share("0", shares):
+                order.append(name)
+                await asyncio.sleep(0.01)
+
+        whole = asyncio.ensure_future(hold("whole", 6))
+        await _settle()
+        half = asyncio.ensure_future(hold("half", 3))
+        await _settle()
+        assert order == [] and mem.held("0") == 3
+        await first.__aexit__(None, None, None)
+        await asyncio.gather(whole, half)
+        assert order == ["whole", "half"]
 
     asyncio.run(main())
 
@@ -190,7 +246,7 @@ def _sharing_executor(
     and then has its task's ``status`` (default correct). Returns the executor and the calls: (program, shares
     held, alone, shares held by everything beside it)."""
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", measure_performance=False)
-    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, prewarm=False, reuse_baselines=False, prebuild=False))
+    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, reuse_baselines=False, prebuild=False))
     ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})  # as a cuda executor divides it
     assert ex._shares == 4
     lock = threading.Lock()
@@ -307,7 +363,7 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
     from rubric_rl.sandbox.verdict import Timings
 
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
-    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=2, prewarm=False, prebuild=False))
+    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=2, spare_workers=0, prebuild=False))
     ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})
     measured: list[tuple[str, bool]] = []
     calls: list[tuple[str, bool, str | None, bool]] = []  # (program, alone, baseline source, awaiting one)

@@ -17,15 +17,22 @@ from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
 
 
-def _default_build_workers() -> int:
-    cores = os.cpu_count() or 1
+def default_build_workers(backend: str, cores: int | None = None) -> int:
+    """Concurrent builds on ``cores`` (default: all of this machine's), bounded by memory (a torch-extension build
+    peaks near 2-3 GB). On cuda, a build per two cores: ninja compiles a split candidate's kernel (``.cu``) and its
+    torch glue (``.cpp``) at once, so a build per core ran two compilers per core, and each build of the first
+    wave finished last, at the same time (on an H100 host, 16 builds at once took 54-62 s each, while the builds
+    started after them took 14-20 s): fewer at a time finish sooner one by one, and the GPU starts earlier. On
+    cpu a candidate has one unit: a build per core."""
+    cores = cores or os.cpu_count() or 1
+    per_build = 2 if backend == "cuda" else 1
     try:
         import psutil
 
-        by_memory = int(psutil.virtual_memory().total / (3 << 30))  # a torch-extension build peaks near 2-3 GB
+        by_memory = int(psutil.virtual_memory().total / (3 << 30))
     except Exception:  # psutil missing fields on exotic platforms: fall back to cores
         by_memory = cores
-    return max(1, min(cores, by_memory))
+    return max(1, min(cores // per_build, by_memory))
 
 
 class ExecutorConfig(BaseModel):
@@ -34,10 +41,11 @@ class ExecutorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: str = Field(default="local", description="local | ray.")
-    build_workers: int = Field(
-        default_factory=_default_build_workers,
+    build_workers: int | None = Field(
+        default=None,
         ge=1,
-        description="Concurrent builds (each takes one core; bounded by cores and memory).",
+        description="Concurrent builds. None: one per two cores on cuda (ninja compiles a split candidate's kernel "
+        "and torch glue at once), one per core on cpu; bounded by memory (see default_build_workers).",
     )
     devices: list[int] | None = Field(default=None, description="GPU indices to execute on; None: all visible.")
     slots_per_gpu: int = Field(
@@ -64,7 +72,12 @@ class ExecutorConfig(BaseModel):
     )
     max_pending: int = Field(default=1024, ge=1, description="Candidates accepted before evaluate() waits.")
     prebuild: bool = Field(default=True, description="Capture and build on build workers before execution.")
-    prewarm: bool = Field(default=True, description="Keep one started worker per execution slot (torch imported).")
+    spare_workers: int | None = Field(
+        default=None,
+        ge=0,
+        description="Started workers (torch imported) kept waiting per execution slot and baseline lane; 0: none. "
+        "None: 2 on cuda (a worker starts in 3-11 s on a busy GPU host, longer than many evaluations), 1 on cpu.",
+    )
     reuse_baselines: bool = Field(default=True, description="Measure eager/compile once per task and device.")
     ray_address: str | None = Field(default=None, description="Ray cluster address; None: connect or start local.")
     ray_namespace: str = Field(default="rubric_rl", description="Namespace of the named actors.")

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,7 +31,7 @@ from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
 from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
-from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
+from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, default_build_workers, infra_verdict
 from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineLanes
 from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
@@ -73,39 +74,61 @@ def out_of_device_memory(verdict: Verdict) -> bool:
 
 
 class _WarmWorkers:
-    """One started worker waiting per execution slot and per baseline lane, replaced in the background when taken."""
+    """``depth`` started workers waiting per execution slot and per baseline lane, replaced in the background as
+    they are taken. More than one: a worker starts in 3-11 s on a busy GPU host (torch and torch._dynamo
+    imported), longer than many evaluations run, so with one spare the next evaluation of a slot waited for it
+    (on an H100, 21 s summed over a warm pass of 32 candidates, 8 s for one)."""
 
-    def __init__(self, config: SandboxConfig, enabled: bool) -> None:
+    def __init__(self, config: SandboxConfig, depth: int) -> None:
         self.config = config
-        self.enabled = enabled
-        self._spare: dict[str, WorkerProcess] = {}
+        self.depth = depth
+        self._spares: dict[str, deque[WorkerProcess]] = {}
+        self._starting: dict[str, int] = {}  # spares being started per slot
         self._lock = threading.Lock()
+        self._closed = False
 
     def _spawn(self, slot: str, cuda: str | None, compiles: bool) -> None:
         w = WorkerProcess(self.config, cuda_visible_devices=cuda, ahead=True, compiles=compiles)
-        w.start()
+        started = False
+        try:
+            w.start()
+            started = True
+        except Exception as e:  # no spare then: the slot starts its next worker itself (and reports why not)
+            log.warning("a spare worker for %s did not start: %s", slot, e)
         with self._lock:
-            old = self._spare.pop(slot, None)
-            self._spare[slot] = w
-        if old is not None:
-            old.close()
+            self._starting[slot] -= 1
+            keep = started and not self._closed
+            if keep:
+                self._spares.setdefault(slot, deque()).append(w)
+        if not keep:
+            w.close()
+
+    def spares(self, slot: str) -> list[WorkerProcess]:
+        """The started workers waiting for ``slot``, the next one first."""
+        with self._lock:
+            return list(self._spares.get(slot, ()))
 
     def take(self, slot: str, cuda: str | None, *, compiles: bool = False) -> WorkerProcess:
-        """``slot``'s spare, or a new worker; ``compiles``: its replacement imports torch.compile's machinery too
-        (a baseline lane's: candidates reuse their task's compile timing)."""
+        """``slot``'s oldest spare, or a new worker; ``compiles``: its replacement imports torch.compile's machinery
+        too (a baseline lane's: candidates reuse their task's compile timing)."""
         with self._lock:
-            w = self._spare.pop(slot, None)
+            queue = self._spares.setdefault(slot, deque())
+            w = queue.popleft() if queue else None
+            missing = max(0, self.depth - len(queue) - self._starting.get(slot, 0))
+            self._starting[slot] = self._starting.get(slot, 0) + missing
         if w is None or not w.alive():
             if w is not None:
                 w.close()
             w = WorkerProcess(self.config, cuda_visible_devices=cuda)
-        if self.enabled:
+        for _ in range(missing):
             threading.Thread(target=self._spawn, args=(slot, cuda, compiles), daemon=True).start()
         return w
 
     def close(self) -> None:
         with self._lock:
-            spares, self._spare = list(self._spare.values()), {}
+            self._closed = True
+            spares = [w for queue in self._spares.values() for w in queue]
+            self._spares = {}
         for w in spares:
             w.close()
 
@@ -158,7 +181,10 @@ class LocalExecutor(Executor):
         self._slot_device = {f"{d}.{k}": d for d in devices for k in range(per_device)}
         # Slots in round-robin order over devices, so that a half-busy executor spreads over all GPUs.
         self._slots = [f"{d}.{k}" for k in range(per_device) for d in devices]
-        self._build_pool = ThreadPoolExecutor(self.config.build_workers, thread_name_prefix="build")
+        self.build_workers = self.config.build_workers or default_build_workers(
+            sandbox.backend, len(self.cores.general) or None
+        )
+        self._build_pool = ThreadPoolExecutor(self.build_workers, thread_name_prefix="build")
         self._exec_pool = ThreadPoolExecutor(len(self._slots), thread_name_prefix="exec")
         self._baseline_workers = self.config.baseline_workers_per_gpu if sandbox.backend == "cuda" else 1
         self._baseline_pool = ThreadPoolExecutor(len(devices) * self._baseline_workers, thread_name_prefix="baseline")
@@ -167,7 +193,10 @@ class LocalExecutor(Executor):
         self._baseline_lanes: BaselineLanes | None = None  # the most urgent baseline is measured next
         self._memory: MemoryShares | None = None  # who holds each device's memory (see memory_shares)
         self._devices = devices
-        self._warm = _WarmWorkers(sandbox, self.config.prewarm)
+        spares = self.config.spare_workers
+        if spares is None:
+            spares = 2 if sandbox.backend == "cuda" else 1
+        self._warm = _WarmWorkers(sandbox, spares)
         self._free: asyncio.Queue[str] | None = None
         self._pending: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -391,7 +420,7 @@ class LocalExecutor(Executor):
             "large_memory_tasks": len(self._task_shares),
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
-            "build_workers": self.config.build_workers,
+            "build_workers": self.build_workers,
             "timing_cores": {d: sorted(c) for d, c in self.cores.timing.items()},
             "elapsed_s": round(time.monotonic() - self.started, 3),
         }

@@ -2,13 +2,20 @@
 
 The workers of one GPU divide its memory into equal shares (``torch.cuda.set_per_process_memory_fraction``), so
 that one worker cannot take the memory of the others: one share for each execution slot and baseline lane. A
-task whose trials need more than a share (KernelBench L1-19..L1-29 keep seven 6 GB reference outputs on the
-device) runs out of it through no fault of the candidate, and is evaluated again with more shares: half the
-device, then all of it. The device gate cannot give that: it orders the device's *work*, while the other
-workers' memory stays allocated until their processes end. So a request for several shares waits until that
-many are given back, and new single-share requests wait behind it (it is not starved). Held whole, the device
-ran the eleven L1 tasks of the H200 benchmark one after another, nothing beside them; in halves, two of them run
-at once, or one beside three smaller evaluations.
+task whose trials need more than a share (KernelBench L1-19..L1-29: 6 GB inputs and outputs, several of them
+alive in a timing round) runs out of it through no fault of the candidate, and is evaluated again with more
+shares: half the device, then all of it. The device gate cannot give that: it orders the device's *work*, while
+the other workers' memory stays allocated until their processes end. So a request for several shares waits
+until that many are given back. Held whole, the device ran the eleven L1 tasks of the H200 benchmark one after
+another, nothing beside them; in halves, two of them run at once, or one beside three smaller evaluations.
+
+Requests for several shares are served in the order they came, and a new single-share request waits behind them
+(they are not starved), with one exception, backfilling: while a holder of several shares is on the device, a
+waiting request for several cannot start before that holder leaves, whatever the singles do, so single shares
+pass it. Once no holder of several is left, new singles wait again: a single that passed delays the request by
+at most the rest of its own run. Without it, on an H100 (32 KernelBench candidates, 4 slots and 2 baseline
+lanes), a whole-device request waiting behind a half holder kept three single-share evaluations waiting while
+one L1 task ran alone for 15 s.
 
 A baseline queues behind a waiting request for several shares too, except while an evaluation that holds a share
 of the device waits for a baseline (``awaiting_baseline``): that evaluation would never let go of its share, so
@@ -24,6 +31,7 @@ event loop (see ``LocalExecutor._queues``).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
@@ -35,7 +43,8 @@ class MemoryShares:
         self.shares = shares  # per device
         self._changed = asyncio.Condition()
         self._held = {d: 0 for d in devices}
-        self._large_waiting = dict.fromkeys(self._held, 0)  # requests for several shares
+        self._several_held = dict.fromkeys(self._held, 0)  # holders of several shares
+        self._several_waiting: dict[str, deque[object]] = {d: deque() for d in self._held}  # in arrival order
         self._awaiting = dict.fromkeys(self._held, 0)  # share holders waiting for their task's baseline
 
     def held(self, device: str) -> int:
@@ -46,37 +55,46 @@ class MemoryShares:
     async def share(self, device: str, shares: int = 1, *, baseline: bool = False) -> AsyncIterator[float]:
         """Hold ``shares`` of ``device``'s memory; yields the seconds waited for them.
 
-        One share waits behind a waiting request for several; ``baseline``: not while a share holder of the
-        device awaits a baseline."""
+        Several shares wait behind earlier requests for several. One share waits behind a waiting request for
+        several unless a holder of several is on the device (backfilling, see the module's docstring), and a
+        ``baseline`` share not while a share holder of the device awaits a baseline."""
         if not 1 <= shares <= self.shares:
             raise ValueError(f"{shares} shares asked of a device divided into {self.shares}")
         loop = asyncio.get_running_loop()
         started = loop.time()
+        waiting = self._several_waiting[device]
+        ticket = object()
 
         def room() -> bool:
             return self._held[device] + shares <= self.shares
 
+        def next_in_line() -> bool:
+            return room() and waiting[0] is ticket
+
         def may() -> bool:
             if not room():
                 return False
-            return not self._large_waiting[device] or (baseline and self._awaiting[device] > 0)
+            return not waiting or self._several_held[device] > 0 or (baseline and self._awaiting[device] > 0)
 
         async with self._changed:
             if shares == 1:
                 await self._changed.wait_for(may)
             else:
-                self._large_waiting[device] += 1
+                waiting.append(ticket)
                 try:
-                    await self._changed.wait_for(room)
+                    await self._changed.wait_for(next_in_line)
                 finally:
-                    self._large_waiting[device] -= 1
+                    waiting.remove(ticket)
                     self._changed.notify_all()  # a cancelled request must not leave shares waiting behind it
+                self._several_held[device] += 1
             self._held[device] += shares
         try:
             yield loop.time() - started
         finally:
             async with self._changed:
                 self._held[device] -= shares
+                if shares > 1:
+                    self._several_held[device] -= 1
                 self._changed.notify_all()
 
     @asynccontextmanager

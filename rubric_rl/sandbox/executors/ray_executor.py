@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, infra_verdict
+from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, default_build_workers, infra_verdict
 from rubric_rl.sandbox.executors.baselines import BaselineStore, baseline_key
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
@@ -84,7 +84,7 @@ class RayExecutor(Executor):
         n_exec = self.config.ray_execution_actors or (
             max(1, int(ray.cluster_resources().get("GPU", 0))) if cuda else self.config.cpu_slots
         )
-        n_build = self.config.ray_build_actors or self.config.build_workers
+        n_build = self.config.ray_build_actors or self.config.build_workers or default_build_workers(sandbox.backend)
         payload = sandbox.model_dump(mode="json")
         exec_opts: dict[str, Any] = {"resources": {self.config.ray_resource: 1}, "num_cpus": 1}
         if cuda:
