@@ -342,7 +342,7 @@ def test_a_task_whose_correct_candidate_needed_more_shares_gives_them_to_its_lat
     big, wrong = _task("big"), _task("wrong")
     first, later = _batch_then_one(ex, [(big, "big-a"), (wrong, "wrong-a")], (big, "big-b"))
     assert [v.status for v in first] == ["correct", "incorrect"] and later.status == "correct"
-    assert ex._task_shares == {big.code: 4}  # the wrong candidate taught nothing
+    assert ex._candidate_shares == {(big.code, False): 4}  # the wrong candidate taught nothing
     assert [c[:2] for c in calls if c[0] == "big-b"] == [("big-b", 4)]  # all of it at once, no failed run first
     assert ex.stats()["memory_retried"].count("candidate big: 2 -> 4 shares") == 1
 
@@ -420,3 +420,55 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
     stats = ex.stats()
     assert stats["baselines"]["deferred"] >= 1 and stats["baselines"]["failed"] == 0
     assert "baseline L1-19" in stats["memory_retried"]
+
+
+def test_what_a_candidate_timed_beside_its_baseline_needed_is_not_asked_for_those_that_reuse_it(tmp_path, monkeypatch):
+    """On the H100, L1-25's first candidate timed eager and compile beside it (its baseline did not fit a share) and
+    needed all of the device; its later candidates, with the task's baseline reused, fit half of it, but asked for
+    all of it and waited 23 s for the other evaluations to leave."""
+    from rubric_rl.sandbox.evaluate import BaselineError
+    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.verdict import Timings
+
+    sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
+    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
+    ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})
+    assert ex._shares == 4
+    calls: list[tuple[str, int]] = []
+
+    def fake_measure(self, reference, **_):
+        raise BaselineError("baseline measurement failed: OutOfMemoryError: CUDA out of memory.")
+
+    def fake_evaluate(self, reference, program, *, task_id=None, baseline=None, **_):
+        shares = 1 if self is ex.evaluator else round(self.config.gpu_memory_fraction / 0.9 * 4)
+        calls.append((program, shares))
+        if shares < (4 if baseline is None else 2):  # eager and compile beside it: more outputs alive
+            return Verdict(status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM[23:]])
+        if baseline is None:
+            rounds = {"candidate": [1.5], "eager": [3.0], "compile": [2.0]}
+            timings = Timings(timer="host", rounds_ms=rounds, **{k: summarize(v) for k, v in rounds.items()})
+        else:
+            timings = Timings(
+                timer="host",
+                candidate=summarize([1.5]),
+                eager=summarize([3.0]),
+                compile=baseline.compile,
+                baseline_source="reused",
+            )
+        return Verdict(status="correct", task_id=task_id, candidate_sha256="0", timings=timings)
+
+    monkeypatch.setattr(Evaluator, "measure_baseline", fake_measure)
+    monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    swish = Task(id="L1-25", problem_id=25, name="swish", origin="test", code="# swish\n")
+
+    async def main():
+        return [await ex.evaluate(swish, p) for p in ("first", "second", "third")]
+
+    try:
+        verdicts = asyncio.run(main())
+    finally:
+        asyncio.run(ex.close())
+    assert [v.status for v in verdicts] == ["correct"] * 3
+    assert [c for c in calls if c[0] == "first"][-2:] == [("first", 2), ("first", 4)]  # half, then all of it
+    assert [c for c in calls if c[0] != "first"] == [("second", 2), ("third", 2)]  # half at once, no failed run
+    assert ex._candidate_shares == {(swish.code, True): 4}
