@@ -90,7 +90,7 @@ def test_halves_are_held_side_by_side_and_single_shares_fill_the_room_left():
     asyncio.run(main())
 
 
-def test_singles_pass_a_waiting_request_only_while_a_holder_of_several_is_on_the_device():
+def test_singles_pass_a_waiting_request_that_cannot_fit_beside_the_holders_of_several():
     # Backfilling: the whole must wait for the half holder anyway, so singles run beside it; once the half has
     # left, new singles queue behind the whole, which starts when the singles that passed are done.
     async def main():
@@ -120,6 +120,33 @@ def test_singles_pass_a_waiting_request_only_while_a_holder_of_several_is_on_the
         await whole_cm.__aexit__(None, None, None)
         await asyncio.wait_for(late, 1)
         await late_cm.__aexit__(None, None, None)
+        assert mem.held("0") == 0
+
+    asyncio.run(main())
+
+
+def test_singles_do_not_pass_a_half_that_fits_beside_the_half_held():
+    # On the H100's cold pass, singles that took the other half beside one L1 task's kept the next L1 task from
+    # running beside it: the eleven ran one at a time.
+    async def main():
+        mem = MemoryShares(["0"], 6)
+        first, single = mem.share("0", 3), mem.share("0")
+        await first.__aenter__()
+        await single.__aenter__()
+        second_cm = mem.share("0", 3)
+        second = asyncio.ensure_future(second_cm.__aenter__())
+        late_cm = mem.share("0")
+        late = asyncio.ensure_future(late_cm.__aenter__())
+        await _settle()
+        assert not second.done() and not late.done() and mem.held("0") == 4  # behind the second half
+        await single.__aexit__(None, None, None)
+        await asyncio.wait_for(second, 1)  # two halves side by side
+        await _settle()
+        assert mem.held("0") == 6 and not late.done()
+        await first.__aexit__(None, None, None)
+        await asyncio.wait_for(late, 1)
+        for cm in (second_cm, late_cm):
+            await cm.__aexit__(None, None, None)
         assert mem.held("0") == 0
 
     asyncio.run(main())

@@ -10,12 +10,15 @@ until that many are given back. Held whole, the device ran the eleven L1 tasks o
 another, nothing beside them; in halves, two of them run at once, or one beside three smaller evaluations.
 
 Requests for several shares are served in the order they came, and a new single-share request waits behind them
-(they are not starved), with one exception, backfilling: while a holder of several shares is on the device, a
-waiting request for several cannot start before that holder leaves, whatever the singles do, so single shares
-pass it. Once no holder of several is left, new singles wait again: a single that passed delays the request by
-at most the rest of its own run. Without it, on an H100 (32 KernelBench candidates, 4 slots and 2 baseline
-lanes), a whole-device request waiting behind a half holder kept three single-share evaluations waiting while
-one L1 task ran alone for 15 s.
+(they are not starved), with one exception, backfilling: when the next request for several cannot fit beside the
+holders of several on the device even once every single share is given back (all of the device while half of it
+is held), it has to wait for one of them to leave, whatever the singles do, so single shares pass it. Once it
+would fit, new singles wait again: a single that passed delays it by at most the rest of its own run. Without
+it, on an H100 (32 KernelBench candidates, 4 slots and 2 baseline lanes), a whole-device request waiting behind
+a half holder kept three single-share evaluations waiting while one L1 task ran alone for 15 s. Singles passing
+whenever any holder of several was on the device was worse: beside one L1 task's half they took the other half,
+and the next L1 task, which would have run beside the first, waited for it to end (the cold pass ran its eleven
+L1 tasks one at a time).
 
 A baseline queues behind a waiting request for several shares too, except while an evaluation that holds a share
 of the device waits for a baseline (``awaiting_baseline``): that evaluation would never let go of its share, so
@@ -43,8 +46,9 @@ class MemoryShares:
         self.shares = shares  # per device
         self._changed = asyncio.Condition()
         self._held = {d: 0 for d in devices}
-        self._several_held = dict.fromkeys(self._held, 0)  # holders of several shares
-        self._several_waiting: dict[str, deque[object]] = {d: deque() for d in self._held}  # in arrival order
+        self._several_held = dict.fromkeys(self._held, 0)  # shares held by holders of several
+        self._several_waiting: dict[str, deque[tuple[object, int]]] = {d: deque() for d in self._held}  # (ticket,
+        # shares asked), in arrival order
         self._awaiting = dict.fromkeys(self._held, 0)  # share holders waiting for their task's baseline
 
     def held(self, device: str) -> int:
@@ -56,8 +60,8 @@ class MemoryShares:
         """Hold ``shares`` of ``device``'s memory; yields the seconds waited for them.
 
         Several shares wait behind earlier requests for several. One share waits behind a waiting request for
-        several unless a holder of several is on the device (backfilling, see the module's docstring), and a
-        ``baseline`` share not while a share holder of the device awaits a baseline."""
+        several unless that request cannot fit beside the holders of several anyway (backfilling, see the module's
+        docstring), and a ``baseline`` share not while a share holder of the device awaits a baseline."""
         if not 1 <= shares <= self.shares:
             raise ValueError(f"{shares} shares asked of a device divided into {self.shares}")
         loop = asyncio.get_running_loop()
@@ -69,24 +73,26 @@ class MemoryShares:
             return self._held[device] + shares <= self.shares
 
         def next_in_line() -> bool:
-            return room() and waiting[0] is ticket
+            return room() and waiting[0][0] is ticket
 
         def may() -> bool:
             if not room():
                 return False
-            return not waiting or self._several_held[device] > 0 or (baseline and self._awaiting[device] > 0)
+            if not waiting or (baseline and self._awaiting[device] > 0):
+                return True
+            return self._several_held[device] + waiting[0][1] > self.shares  # it waits for them: backfill
 
         async with self._changed:
             if shares == 1:
                 await self._changed.wait_for(may)
             else:
-                waiting.append(ticket)
+                waiting.append((ticket, shares))
                 try:
                     await self._changed.wait_for(next_in_line)
                 finally:
-                    waiting.remove(ticket)
+                    waiting.remove((ticket, shares))
                     self._changed.notify_all()  # a cancelled request must not leave shares waiting behind it
-                self._several_held[device] += 1
+                self._several_held[device] += shares
             self._held[device] += shares
         try:
             yield loop.time() - started
@@ -94,7 +100,7 @@ class MemoryShares:
             async with self._changed:
                 self._held[device] -= shares
                 if shares > 1:
-                    self._several_held[device] -= 1
+                    self._several_held[device] -= shares
                 self._changed.notify_all()
 
     @asynccontextmanager
