@@ -302,8 +302,10 @@ class LocalExecutor(Executor):
                     baseline, await_baseline = await measuring, None
                 if divided:
                     # As TaskBaseline.beside will find it in the verdict: no baseline given, compile timed.
-                    beside = baseline is None and self.sandbox.measure_performance and self.sandbox.compile_baseline
-                    first_shares = max(first_shares, self._candidate_shares.get((task.code, beside), 1))
+                    timed_beside = (
+                        baseline is None and self.sandbox.measure_performance and self.sandbox.compile_baseline
+                    )
+                    first_shares = max(first_shares, self._candidate_shares.get((task.code, timed_beside), 1))
                 shares = first_shares
                 while True:
                     if shares > 1 and measuring is not None:
