@@ -380,14 +380,32 @@ def test_only_a_failure_for_memory_is_retried(status):
     assert not out_of_device_memory(v)
 
 
+def _timed_correct(task_id: str, baseline) -> Verdict:
+    """A correct verdict with timings: eager and compile timed beside the candidate where no ``baseline`` was
+    given (the worker compiled the reference itself), else the baseline's compile reused."""
+    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.verdict import Timings
+
+    if baseline is None:
+        rounds = {"candidate": [1.5], "eager": [3.0], "compile": [2.0]}
+        timings = Timings(timer="host", rounds_ms=rounds, **{k: summarize(v) for k, v in rounds.items()})
+    else:
+        timings = Timings(
+            timer="host",
+            candidate=summarize([1.5]),
+            eager=summarize([3.0]),
+            compile=baseline.compile,
+            baseline_source="reused",
+        )
+    return Verdict(status="correct", task_id=task_id, candidate_sha256="0", timings=timings)
+
+
 def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_candidates(tmp_path, monkeypatch):
     """On the H200, ten L1 baselines ran out of their shares and were measured again alone: each held the
     device exclusively for its worker's start and torch.compile's warm-up (5-18 s), every other evaluation
     paused, only for the task's candidates to take the whole device next. The candidates' whole-memory runs
     now time eager and compile beside them, and the first such run gives the task its baseline."""
     from rubric_rl.sandbox.evaluate import BaselineError, TaskBaseline
-    from rubric_rl.sandbox.timing import summarize
-    from rubric_rl.sandbox.verdict import Timings
 
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=2, spare_workers=0, prebuild=False))
@@ -409,18 +427,7 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
             return Verdict(
                 status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM], infra_error=_OOM
             )
-        if baseline is None:  # the worker compiled the reference itself and timed it beside the candidate
-            rounds = {"candidate": [1.5], "eager": [3.0], "compile": [2.0]}
-            timings = Timings(timer="host", rounds_ms=rounds, **{k: summarize(v) for k, v in rounds.items()})
-        else:
-            timings = Timings(
-                timer="host",
-                candidate=summarize([1.5]),
-                eager=summarize([3.0]),
-                compile=baseline.compile,
-                baseline_source="reused",
-            )
-        return Verdict(status="correct", task_id=task_id, candidate_sha256="0", timings=timings)
+        return _timed_correct(task_id, baseline)
 
     monkeypatch.setattr(Evaluator, "measure_baseline", fake_measure)
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
@@ -454,8 +461,6 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_not_asked_for_thos
     needed all of the device; its later candidates, with the task's baseline reused, fit half of it, but asked for
     all of it and waited 23 s for the other evaluations to leave."""
     from rubric_rl.sandbox.evaluate import BaselineError
-    from rubric_rl.sandbox.timing import summarize
-    from rubric_rl.sandbox.verdict import Timings
 
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
@@ -471,18 +476,7 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_not_asked_for_thos
         calls.append((program, shares))
         if shares < (4 if baseline is None else 2):  # eager and compile beside it: more outputs alive
             return Verdict(status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM[23:]])
-        if baseline is None:
-            rounds = {"candidate": [1.5], "eager": [3.0], "compile": [2.0]}
-            timings = Timings(timer="host", rounds_ms=rounds, **{k: summarize(v) for k, v in rounds.items()})
-        else:
-            timings = Timings(
-                timer="host",
-                candidate=summarize([1.5]),
-                eager=summarize([3.0]),
-                compile=baseline.compile,
-                baseline_source="reused",
-            )
-        return Verdict(status="correct", task_id=task_id, candidate_sha256="0", timings=timings)
+        return _timed_correct(task_id, baseline)
 
     monkeypatch.setattr(Evaluator, "measure_baseline", fake_measure)
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
