@@ -143,6 +143,16 @@ def within_evaluation_cv(eager_ms: list[float], candidate_ms: list[float], parts
     return None if spread is None else spread / math.sqrt(parts)
 
 
+def correlation(xs: list[float], ys: list[float]) -> float | None:
+    """Pearson's r of two equally long series; None for fewer than three pairs or a constant series."""
+    if len(xs) != len(ys) or len(xs) < 3:
+        return None
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
+        return None
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -180,6 +190,10 @@ def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dic
             v.timings.rounds_ms for v in vs if v.speedup_eager and v.timings and "candidate" in v.timings.rounds_ms
         ]
         paired = [paired_ratio(r["eager"], r["candidate"]) for r in rounds]
+        # The host's launch rate where each evaluation timed (timing.host_probe), beside its speedup: a launch-bound
+        # program's speedup that moves with it is the host's drift, not the protocol's noise.
+        probed = [(v.speedup_eager, v.timings.host_launch_us) for v in vs if v.speedup_eager and v.timings]
+        probed = [(s, launch) for s, launch in probed if launch]
         within = [w for r in rounds if (w := within_evaluation_cv(r["eager"], r["candidate"])) is not None]
         records.append(
             {
@@ -198,6 +212,9 @@ def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dic
                 "cv_speedup_eager_paired": cv(paired),
                 "cv_speedup_eager_within": statistics.median(within) if within else None,
                 "cv_speedup_compile": cv(sc),
+                "host_launch_us": [launch for _, launch in probed],
+                "cv_host_launch": cv([launch for _, launch in probed]),
+                "r_speedup_host_launch": correlation([s for s, _ in probed], [launch for _, launch in probed]),
                 "own_kernel_share": vs[-1].own_kernel_time_share,
                 "hack_rules": sorted({r for v in vs for r in v.hack_rules}),
                 "errors": vs[-1].errors[:2],
@@ -221,13 +238,15 @@ def print_candidate_table(title: str, records: list[dict]) -> dict:
             fmt(r["cv_speedup_eager"] and 100 * r["cv_speedup_eager"], ".2f"),
             fmt(r["cv_speedup_eager_paired"] and 100 * r["cv_speedup_eager_paired"], ".2f"),
             fmt(r["cv_speedup_eager_within"] and 100 * r["cv_speedup_eager_within"], ".2f"),
+            fmt(r["cv_host_launch"] and 100 * r["cv_host_launch"], ".2f"),
+            fmt(r["r_speedup_host_launch"], ".2f"),
             fmt(r["own_kernel_share"] and 100 * r["own_kernel_share"], ".0f"),
         ]
         for r in records
     ]
     columns = ["candidate", "status", "build cold s", "build cached s", "correctness s", "timing s"]
     columns += ["speedup eager", "speedup compile", "CV % (eager)", "CV % (paired rounds)", "CV % (within one)"]
-    columns += ["own kernel %"]
+    columns += ["CV % (host launch)", "r (speedup, launch)", "own kernel %"]
     print_table(title, columns, rows)
     cvs = [r["cv_speedup_eager"] for r in records if r["cv_speedup_eager"] is not None]
     summary = {

@@ -42,3 +42,9 @@ def test_set_pairs_become_sandbox_fields_or_a_clear_error(benchlib):
     for bad in ["no_such_field=1", "worker_aslr"]:
         with pytest.raises(SystemExit, match="FIELD=VALUE"):
             benchlib.sandbox_overrides([bad])
+
+
+def test_speedups_that_follow_the_host_launch_rate_correlate_with_it(benchlib):
+    assert benchlib.correlation([14.2, 14.5, 16.8, 17.0], [5.0, 5.1, 6.9, 7.0]) > 0.99
+    assert benchlib.correlation([1.0, 1.0, 1.0], [5.0, 6.0, 7.0]) is None  # constant: no correlation to report
+    assert benchlib.correlation([1.0, 2.0], [3.0, 4.0]) is None  # two pairs say nothing

@@ -949,6 +949,8 @@ class Evaluator:
             eager=summarize(times["eager"]),
             l2_flush=cfg.backend == "cuda" and cfg.l2_flush,
             cpu_cores=body.get("cpu_cores"),
+            host_launch_us=(body.get("host_probe") or {}).get("launch_us"),
+            host_python_us=(body.get("host_probe") or {}).get("python_us"),
             rounds_ms={k: times[k] for k in ("candidate", "eager", "compile") if k in times},
         )
         if "compile" in times:

@@ -99,6 +99,14 @@ class Timings(BaseModel):
         description="The CPUs the worker could run on while it timed, as it saw them (reserved timing cores "
         "when the executor reserves them; None: not reported).",
     )
+    host_launch_us: float | None = Field(
+        default=None,
+        description="Microseconds per tiny op dispatched to the device where the rounds ran, mean of a probe "
+        "before and after them (timing.host_probe): a launch-bound program's times follow it.",
+    )
+    host_python_us: float | None = Field(
+        default=None, description="Microseconds per step of a fixed pure-Python loop there, the same way."
+    )
 
 
 class KernelLaunch(BaseModel):

@@ -722,7 +722,7 @@ class Worker:
             to_host,
         )
         from rubric_rl.sandbox.integrity import compare
-        from rubric_rl.sandbox.timing import choose_checked_rounds, run_rounds
+        from rubric_rl.sandbox.timing import choose_checked_rounds, host_probe, run_rounds
 
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         models: dict[str, Any] = {"eager": ref_model}
@@ -777,6 +777,7 @@ class Worker:
             for out in outputs.values():
                 poison(flatten_outputs(out))
 
+        probes = [host_probe(self.backend, self.device)]
         try:
             times = run_rounds(
                 models,
@@ -791,6 +792,7 @@ class Worker:
             )
         except Exception as e:
             raise CandidateError("timing", _digest_exception(e, "candidate.py")) from e
+        probes.append(host_probe(self.backend, self.device))
         self._lap("timing_rounds_s")
         self.chan.send("timed", {})  # the device is free from here: the checked outputs take a while to ship
         self.chan.send(
@@ -801,6 +803,7 @@ class Worker:
                 "compile": compile_info,
                 "checked": checked_meta,
                 "cpu_cores": cores,
+                "host_probe": {k: round(sum(p[k] for p in probes) / len(probes), 5) for k in probes[0]},
                 "integrity": compare(snapshot) if snapshot is not None else [],
                 "audit": list(self.audit.violations),
             },

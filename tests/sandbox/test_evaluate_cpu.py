@@ -53,6 +53,7 @@ def test_correct_candidate(evaluator, reference, examples_dir):
     assert all(t.passed and t.max_abs_error == 0 for t in v.trials)
     assert v.timings is not None and v.timings.candidate.n == 15 and v.timings.eager.n == 15
     assert v.speedup_eager is not None and v.speedup_eager > 0
+    assert v.timings.host_launch_us > 0 and v.timings.host_python_us > 0  # the host's speed where it timed
     assert v.builds and v.builds[0].ok
     assert set(v.aten_ops) <= {"empty_like", "clone", "contiguous"}
     assert v.findings == []

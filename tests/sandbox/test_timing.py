@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from rubric_rl.sandbox.timing import choose_checked_rounds, paired_ratio, run_rounds
+from rubric_rl.sandbox.timing import choose_checked_rounds, host_probe, paired_ratio, run_rounds
 
 
 class _Clock:
@@ -112,3 +112,9 @@ def test_paired_rounds_cancel_what_slows_a_whole_round():
 
     assert statistics.fmean(paired) == pytest.approx(10.0, rel=0.005)
     assert cv(paired) < cv(medians) / 2, (cv(paired), cv(medians))
+
+
+def test_the_host_probe_times_its_ops_between_two_synchronised_reads_of_the_backend_clock():
+    probe = host_probe(_Clock(), "cpu", n_ops=250, n_steps=1000)
+    assert probe["launch_us"] == 4.0  # one read before the ops and one after: 1 ms over 250 ops
+    assert probe["python_us"] > 0
