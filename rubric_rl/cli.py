@@ -375,7 +375,9 @@ def verify_batch(
     device: DeviceOpt = None,
     judge: Annotated[str, typer.Option(help="none, offline (heuristic), or a judge config YAML.")] = "none",
     rubric: Annotated[str, typer.Option(help="Rubric for --judge (bundled name or path).")] = "stitchcuda",
-    build_workers: Annotated[int | None, typer.Option(help="Concurrent builds (default: per 2 cores on cuda).")] = None,
+    build_workers: Annotated[
+        int | None, typer.Option(help="Concurrent builds (default: one per 2 cores on cuda, one per core on cpu).")
+    ] = None,
     perf_trials: Annotated[int | None, typer.Option(help="Timed calls per model (default 100).")] = None,
     compile_baseline: Annotated[bool, typer.Option("--compile/--no-compile", help="Time torch.compile too.")] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Build cache directory.")] = None,
