@@ -27,10 +27,9 @@ from typing import IO
 def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
     """Stands in for torch's ``_run_ninja_build``: optional PCH, optional objects-only, same error contract.
 
-    While this build waits for the shared PCH (another build is making it, or this one), the objects that do
-    not include it (the CUDA sources: nvcc, no host flags) are compiled beside the wait: on a cold cache every
-    build of the first wave used to wait the PCH's whole build (about 25 s on one core) with its kernels not
-    started."""
+    While this build makes the shared PCH, the objects that do not include it (the CUDA sources: nvcc, no host
+    flags) are compiled beside it. A build that finds another one making it reads the real headers instead of
+    waiting (see ``rubric_rl.sandbox.pch``)."""
 
     def ninja(build_directory: str, targets: list[str]) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
         command = ["ninja", "-v", *targets]
@@ -51,15 +50,20 @@ def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
         main_cpp = Path(build_directory, "main.cpp")
         objects = re.findall(r"^build (\S+\.o): (\S+)", text, flags=re.MULTILINE)
         if pch_root and main_cpp.exists() and main_cpp.read_text().startswith("#include <torch/extension.h>"):
-            from rubric_rl.sandbox.pch import ensure_pch, pch_plan, use_pch
+            from rubric_rl.sandbox.pch import claim_pch, make_pch, pch_plan, use_pch
 
             plan = pch_plan(Path(pch_root), text)
             if plan is not None:
-                early = [o for o, rule in objects if rule == "cuda_compile"] if not plan.built else []
-                kernels = ninja(build_directory, early) if early else None
-                include_dir = ensure_pch(plan, pch_timeout_s)
-                if kernels is not None:
-                    finish(kernels, error_prefix)
+                include_dir = plan.include_dir if plan.built else None
+                with claim_pch(plan) as ours:
+                    if ours:
+                        early = [o for o, rule in objects if rule == "cuda_compile"]
+                        kernels = ninja(build_directory, early) if early else None
+                        include_dir = make_pch(plan, pch_timeout_s)
+                        if kernels is not None:
+                            finish(kernels, error_prefix)
+                    elif plan.built:  # made meanwhile by the build that held the lock
+                        include_dir = plan.include_dir
                 if include_dir is not None:
                     use_pch(build_directory, include_dir)
         finish(ninja(build_directory, [o for o, _ in objects] if mode == "objects" else []), error_prefix)
