@@ -777,8 +777,8 @@ class Worker:
             for out in outputs.values():
                 poison(flatten_outputs(out))
 
-        probes = [host_probe(self.backend, self.device)]
         try:
+            probes = [host_probe(self.backend, self.device)]
             times = run_rounds(
                 models,
                 make_inputs=fresh,
@@ -790,9 +790,9 @@ class Worker:
                 on_checked_round=on_checked,
                 after_round=release,
             )
+            probes.append(host_probe(self.backend, self.device))  # a device the candidate broke fails here too
         except Exception as e:
             raise CandidateError("timing", _digest_exception(e, "candidate.py")) from e
-        probes.append(host_probe(self.backend, self.device))
         self._lap("timing_rounds_s")
         self.chan.send("timed", {})  # the device is free from here: the checked outputs take a while to ship
         self.chan.send(
