@@ -54,7 +54,6 @@ def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
 
             plan = pch_plan(Path(pch_root), text)
             if plan is not None:
-                include_dir = plan.include_dir if plan.built else None
                 with claim_pch(plan) as ours:
                     if ours:
                         early = [o for o, rule in objects if rule == "cuda_compile"]
@@ -62,8 +61,8 @@ def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
                         include_dir = make_pch(plan, pch_timeout_s)
                         if kernels is not None:
                             finish(kernels, error_prefix)
-                    elif plan.built:  # made meanwhile by the build that held the lock
-                        include_dir = plan.include_dir
+                    else:  # built already, or being made by another build: then the real headers
+                        include_dir = plan.include_dir if plan.built else None
                 if include_dir is not None:
                     use_pch(build_directory, include_dir)
         finish(ninja(build_directory, [o for o, _ in objects] if mode == "objects" else []), error_prefix)
