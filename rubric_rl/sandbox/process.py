@@ -126,6 +126,10 @@ class WorkerProcess:
                 # only the evaluator's own (unarmed) compile phase writes them.
                 "TORCHINDUCTOR_CACHE_DIR": str(inductor),
                 "TRITON_CACHE_DIR": str(inductor / "triton"),
+                # Inductor's compile pool otherwise starts a timer thread whenever a compile result arrives after
+                # its last one expired: one came in during an H100 run's timing rounds and the integrity check
+                # called the honest candidate a hack ("thread left running: subproc_worker_timer").
+                "TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL": "0",
                 "CUDA_CACHE_PATH": str(self.workdir / "cuda_cache"),
             }
         )

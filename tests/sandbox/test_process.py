@@ -81,3 +81,35 @@ def test_workers_can_start_with_one_address_layout(tmp_path):
             assert bool(_persona(worker.proc.pid) & _ADDR_NO_RANDOMIZE) is not aslr
         finally:
             worker.close()
+
+
+# Starts torch.compile's worker pool, gets one result back, and lists the threads that are then running.
+_POOL_PROBE = """
+import operator, threading, time
+from torch._inductor.async_compile import AsyncCompile
+pool = AsyncCompile.process_pool()
+assert pool.submit(operator.add, 2, 3).result() == 5
+time.sleep(0.2)
+print(sorted(t.name for t in threading.enumerate()))
+pool.shutdown()
+"""
+
+
+def test_torch_compiles_pool_starts_no_thread_of_its_own_in_a_worker(tmp_path):
+    # On an H100 a compile result arrived during the timing rounds of an honest candidate whose worker had
+    # compiled its baseline; the pool's idle timer started then, and the integrity check reported a thread left
+    # running (status hack).
+    worker = WorkerProcess(SandboxConfig(backend="cpu", cache_dir=tmp_path / "build"))
+    try:
+        env = worker._env()
+    finally:
+        worker.close()
+
+    def threads(env: dict[str, str]) -> str:
+        run = subprocess.run([sys.executable, "-c", _POOL_PROBE], env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        return run.stdout
+
+    assert "subproc_worker_timer" not in threads(env)
+    without = {k: v for k, v in env.items() if k != "TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL"}
+    assert "subproc_worker_timer" in threads(without)  # the probe sees the thread where it is started
