@@ -45,7 +45,7 @@ def reference_key(reference: str, config: SandboxConfig, where: str) -> str:
         "seed": config.seed,
         "correctness_trials": config.correctness_trials,
         "extra_distributions": list(config.extra_distributions),
-        "ship_outputs_max_mb": config.ship_outputs_max_mb,
+        "ship_outputs_bytes": config.ship_outputs_limit_bytes(),
         "cpu_threads": config.cpu_threads,
     }
     text = json.dumps({"reference": reference, "plan": plan, "where": where}, sort_keys=True)

@@ -106,7 +106,7 @@ class Worker:
         self.audit = AuditGuard(os.getcwd(), [str(self.cfg.cache_dir)])
         self.stage = "setup"
         self.extensions: list[dict[str, Any]] = []
-        # Reference outputs too large to ship (see SandboxConfig.ship_outputs_max_mb), by trial index, with
+        # Reference outputs too large to ship (see SandboxConfig.ship_outputs_limit_bytes), by trial index, with
         # the fingerprint they had before the candidate was imported; None for outputs computed again after the
         # candidate's trial (see _reference_trials).
         self.kept_refs: dict[int, tuple[list[Any] | None, list[str]]] = {}
@@ -404,7 +404,7 @@ class Worker:
             skip = distribution != "task" and not finite
             if skip:
                 entry["skipped"] = "the reference is not finite on these inputs"
-            keep = not skip and nbytes(out) > self.cfg.ship_outputs_max_mb * 2**20
+            keep = not skip and nbytes(out) > self.cfg.ship_outputs_limit_bytes()
             entry["on_device"] = keep
             meta.append(entry)
             if keep:  # compared here, on the device; the evaluator spot-checks (see _correctness)
@@ -469,7 +469,7 @@ class Worker:
         """Inputs this large are drawn again for the candidate's trial rather than held or copied."""
         from rubric_rl.sandbox.inputs import nbytes
 
-        return nbytes(inputs) > self.cfg.ship_outputs_max_mb * 2**20
+        return nbytes(inputs) > self.cfg.ship_outputs_limit_bytes()
 
     def _reference_again(self, reference: types.ModuleType, ref_model: Any, trial: dict[str, Any]) -> list[Any]:
         """The reference's outputs on a large trial's inputs, drawn again (its inputs are never held)."""

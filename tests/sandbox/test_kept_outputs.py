@@ -19,6 +19,16 @@ from rubric_rl.sandbox.verdict import TrialResult
 TINY_MB = 1e-6  # every trial's outputs are "too large": the whole kept path runs on the small example
 
 
+def test_outputs_are_compared_in_the_worker_above_32_mb_on_cuda_and_256_mb_on_cpu():
+    # On an H100 the GPU's comparison took a 256 MB output's correctness stage from 6.7 s to 0.4 s; on 2 CPU cores
+    # the worker's comparison of 64 MB outputs was the slower one (11 s against 2-3 s shipped).
+    assert SandboxConfig(backend="cuda").ship_outputs_limit_bytes() == 32 * 2**20
+    assert SandboxConfig(backend="cpu").ship_outputs_limit_bytes() == 256 * 2**20
+    assert SandboxConfig(backend="cuda", ship_outputs_max_mb=64).ship_outputs_limit_bytes() == 64 * 2**20
+    with pytest.raises(ValueError):
+        SandboxConfig(ship_outputs_max_mb=0)
+
+
 def test_fingerprint_sees_a_changed_and_a_moved_word():
     x = torch.randn(1000)
     before = fingerprint([x])

@@ -47,8 +47,11 @@ def test_the_key_follows_what_the_reference_outputs_depend_on():
         reference_key("ref", cfg.model_copy(update={"seed": 1}), "gpu 0"),
         reference_key("ref", cfg.model_copy(update={"correctness_trials": 2}), "gpu 0"),
         reference_key("ref", cfg.model_copy(update={"extra_distributions": []}), "gpu 0"),
+        reference_key("ref", cfg.model_copy(update={"ship_outputs_max_mb": 32}), "gpu 0"),
     ):
         assert changed != key
+    # What decides which outputs are kept is the limit in effect, however it was given.
+    assert key == reference_key("ref", cfg.model_copy(update={"ship_outputs_max_mb": 256}), "gpu 0")
 
 
 @pytest.fixture(scope="module")
