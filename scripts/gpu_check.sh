@@ -27,7 +27,10 @@ status=0
 
 { nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader
   nproc; python3 -c "import torch, pydantic, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), 'pydantic', pydantic.__version__, 'numpy', numpy.__version__)"
-  nvcc --version | tail -1; } 2>&1 | tee "$OUT/env.txt"
+  nvcc --version | tail -1
+  # The host under the timing cores: a launch-bound program's speedup follows its speed (Timings.host_*).
+  lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU max MHz|Hypervisor)" || true
+  grep -H . /sys/devices/system/cpu/cpu1[45]/topology/thread_siblings_list 2>/dev/null || true; } 2>&1 | tee "$OUT/env.txt"
 
 if [[ $phase == all || $phase == tests ]]; then
   # Side by side, every xdist process would run the module fixture that prebuilds all the test programs at
