@@ -369,7 +369,7 @@ def test_a_task_whose_correct_candidate_needed_more_shares_gives_them_to_its_lat
     big, wrong = _task("big"), _task("wrong")
     first, later = _batch_then_one(ex, [(big, "big-a"), (wrong, "wrong-a")], (big, "big-b"))
     assert [v.status for v in first] == ["correct", "incorrect"] and later.status == "correct"
-    assert ex._candidate_shares == {(big.code, False): 4}  # the wrong candidate taught nothing
+    assert ex._task_shares == {big.code: 4}  # the wrong candidate taught nothing
     assert [c[:2] for c in calls if c[0] == "big-b"] == [("big-b", 4)]  # all of it at once, no failed run first
     assert ex.stats()["memory_retried"].count("candidate big: 2 -> 4 shares") == 1
 
@@ -456,25 +456,27 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
     assert "baseline L1-19" in stats["memory_retried"]
 
 
-def test_what_a_candidate_timed_beside_its_baseline_needed_is_not_asked_for_those_that_reuse_it(tmp_path, monkeypatch):
+def test_what_a_candidate_timed_beside_its_baseline_needed_is_asked_at_once_by_those_that_reuse_it(
+    tmp_path, monkeypatch
+):
     """On the H100, L1-25's first candidate timed eager and compile beside it (its baseline did not fit a share) and
-    needed all of the device; its later candidates, with the task's baseline reused, fit half of it, but asked for
-    all of it and waited 23 s for the other evaluations to leave."""
+    needed all of the device. Its later candidates, with the task's baseline reused, were once asked for half of it
+    first: they ran out of it too, and each paid a failed run before it got all of it."""
     from rubric_rl.sandbox.evaluate import BaselineError
 
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
     ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})
     assert ex._shares == 4
-    calls: list[tuple[str, int]] = []
+    calls: list[tuple[str, int, bool]] = []
 
     def fake_measure(self, reference, **_):
         raise BaselineError("baseline measurement failed: OutOfMemoryError: CUDA out of memory.")
 
     def fake_evaluate(self, reference, program, *, task_id=None, baseline=None, **_):
         shares = 1 if self is ex.evaluator else round(self.config.gpu_memory_fraction / 0.9 * 4)
-        calls.append((program, shares))
-        if shares < (4 if baseline is None else 2):  # eager and compile beside it: more outputs alive
+        calls.append((program, shares, baseline is not None))
+        if shares < 4:  # as measured: all of the device, baseline reused or not
             return Verdict(status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM[23:]])
         return _timed_correct(task_id, baseline)
 
@@ -490,6 +492,6 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_not_asked_for_thos
     finally:
         asyncio.run(ex.close())
     assert [v.status for v in verdicts] == ["correct"] * 3
-    assert [c for c in calls if c[0] == "first"][-2:] == [("first", 2), ("first", 4)]  # half, then all of it
-    assert [c for c in calls if c[0] != "first"] == [("second", 2), ("third", 2)]  # half at once, no failed run
-    assert ex._candidate_shares == {(swish.code, True): 4}
+    assert [c for c in calls if c[0] == "first"][-2:] == [("first", 2, False), ("first", 4, False)]  # half, then all
+    assert [c for c in calls if c[0] != "first"] == [("second", 4, True), ("third", 4, True)]  # no failed run
+    assert ex._task_shares == {swish.code: 4}

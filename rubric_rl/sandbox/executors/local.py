@@ -204,8 +204,6 @@ class LocalExecutor(Executor):
         self.evaluations = 0
         self.memory_retried: list[str] = []  # each retry with more shares: "candidate TASK: 1 -> 3 shares", ...
         self._task_shares: dict[str, int] = {}  # tasks (by code) whose trials need more than one share: how many
-        # (task code, timed its baseline beside it): how many shares a correct candidate needed, where more than one
-        self._candidate_shares: dict[tuple[str, bool], int] = {}
         self.memory_waits: list[float] = []  # seconds each evaluation with several shares waited for them
         self.started = time.monotonic()
 
@@ -295,18 +293,7 @@ class LocalExecutor(Executor):
                     )
 
                 divided = self._alone_config is not None
-                first_shares = self._task_shares.get(task.code, 1) if divided else 1
-                if divided and any(code == task.code for code, _ in self._candidate_shares) and measuring is not None:
-                    # What its candidates needed depends on whether they timed eager and compile beside them.
-                    lanes.raise_urgency(key, AWAITED)
-                    baseline, await_baseline = await measuring, None
-                if divided:
-                    # As TaskBaseline.beside will find it in the verdict: no baseline given, compile timed.
-                    timed_beside = (
-                        baseline is None and self.sandbox.measure_performance and self.sandbox.compile_baseline
-                    )
-                    first_shares = max(first_shares, self._candidate_shares.get((task.code, timed_beside), 1))
-                shares = first_shares
+                first_shares = shares = self._task_shares.get(task.code, 1) if divided else 1
                 while True:
                     if shares > 1 and measuring is not None:
                         # Its baseline takes a share: settled before several are asked for (see memory_shares).
@@ -323,12 +310,11 @@ class LocalExecutor(Executor):
                         if shares > first_shares and verdict.status == "correct":
                             # A correct candidate ran out of fewer: the task's candidates need this many, and its
                             # later ones ask for them at once instead of paying a failed run each. Only a correct
-                            # one teaches it, so a candidate wasting memory on wrong answers cannot. Kept apart
-                            # for candidates that timed eager and compile beside them, with their outputs too (on
-                            # an H100, L1-25's first candidate needed all of the device that way; its later
-                            # ones, with the task's baseline reused, waited 23 s for all of it for nothing).
-                            learned = (task.code, TaskBaseline.beside(verdict.timings) is not None)
-                            self._candidate_shares[learned] = max(shares, self._candidate_shares.get(learned, 1))
+                            # one teaches it, so a candidate wasting memory on wrong answers cannot. Whether or
+                            # not they time eager and compile beside them: on an H100, L1-25's and L3-2's later
+                            # candidates, with the task's baseline reused, ran out of what the first one had run
+                            # out of (all of the device for L1-25, half for L3-2) when they were told apart.
+                            self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
                         break
                     # Its shares of a divided GPU were too few: that is ours to fix, not the candidate's fault.
                     self.memory_retried.append(f"candidate {task.id}: {shares} -> {self._more_shares(shares)} shares")
@@ -433,7 +419,7 @@ class LocalExecutor(Executor):
             "memory_retried": list(self.memory_retried),
             "memory_waits_s": list(self.memory_waits),
             "shares_per_device": self._shares,
-            "large_memory_tasks": len(self._task_shares.keys() | {code for code, _ in self._candidate_shares}),
+            "large_memory_tasks": len(self._task_shares),
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.build_workers,
