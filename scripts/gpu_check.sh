@@ -41,9 +41,9 @@ if [[ $phase == all || $phase == tests ]]; then
     python3 -m pytest -m gpu tests/sandbox -q -p no:cacheprovider -o addopts="" --setup-only --timeout 900 \
       ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | stamp | tail -5
   fi
-  # Per-test limit: a hang dumps every thread's stack into the log instead of eating the whole call.
-  # Per-test limit (signal method: the test fails and the run goes on; the builder kills its compile jobs).
-  python3 -m pytest -m gpu tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-300}" \
+  # The gpu-marked tests, and those that rely on torch internals (on this machine's torch, not CI's). Per-test
+  # limit (signal method: the test fails and the run goes on; the builder kills its compile jobs).
+  python3 -m pytest -m "gpu or torch_internals" tests/sandbox -v -p no:cacheprovider -o addopts="" -rA --timeout "${GPU_TEST_TIMEOUT:-300}" \
     --timeout-method signal --durations 0 ${PYTEST_K:+-k "$PYTEST_K"} ${GPU_TEST_WORKERS:+-n "$GPU_TEST_WORKERS"} 2>&1 | stamp | tee "$OUT/pytest_gpu.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   # The build logs and records (small): what each build did and how long its steps took.

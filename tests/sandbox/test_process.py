@@ -95,6 +95,7 @@ pool.shutdown()
 """
 
 
+@pytest.mark.torch_internals
 def test_torch_compiles_pool_starts_no_thread_of_its_own_in_a_worker(tmp_path):
     # On an H100 a compile result arrived during the timing rounds of an honest candidate whose worker had
     # compiled its baseline; the pool's idle timer started then, and the integrity check reported a thread left
