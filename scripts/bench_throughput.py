@@ -10,7 +10,9 @@
        glue's host code at -O1 instead of -O3 (the default); and that last way on a cache without the PCH,
        which the first builds wait for (one of them builds it);
 (b)    the local executor on all candidates at once, cold build cache;
-(c)    the same again, warm cache (builds and per-task baselines reused).
+(c)    the same again, warm cache (builds and per-task baselines reused); --warm-passes N runs it N times
+       (c, c2, ...), for the spread of the warm rate within one run (990 and about 850 per hour on one H100
+       in two runs a few minutes apart).
 Verdicts of (a) and (b) are compared for the candidates both ran.
 """
 
@@ -160,7 +162,12 @@ def main() -> None:
     )
     ap.add_argument("--slots-per-gpu", type=int, default=ExecutorConfig().slots_per_gpu)
     ap.add_argument("--baseline-workers", type=int, default=ExecutorConfig().baseline_workers_per_gpu)
+    ap.add_argument(
+        "--warm-passes", type=int, default=1, help="passes of (c), one after another: c, c2, ... (their spread)"
+    )
     args = ap.parse_args()
+    if args.warm_passes < 1:
+        raise SystemExit("--warm-passes: at least 1 (skip (c) with --skip c)")
     skip = set(filter(None, args.skip.split(",")))
 
     from rubric_rl.tasks import load_tasks
@@ -230,16 +237,17 @@ def main() -> None:
             ),
         )
         evaluations: dict[str, list] = {name: [] for name, _, _ in items}
-        for phase in ("b", "c"):
-            if phase in skip:
-                continue
+        warm = [] if "c" in skip else ["c", *(f"c{i}" for i in range(2, args.warm_passes + 1))]
+        phases = ([] if "b" in skip else ["b"]) + warm
+        for phase in phases:
             log = args.out.with_name(f"{args.out.stem}_{phase}_verdicts.jsonl")
             verdicts, wall = asyncio.run(run_logged(ex, items, log))
             for (name, _, _), v in zip(items, verdicts, strict=True):
                 evaluations[name].append(v)
             if phase == "b":
                 verdicts_b = verdicts
-            report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"] = {
+            key = f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"
+            report[key] = {
                 "candidates": len(items),
                 "wall_s": wall,
                 "per_hour": 3600 * len(items) / wall,
@@ -249,8 +257,8 @@ def main() -> None:
                 "baselines": baseline_records(ex),
             }
             write_json(args.out, report)
-            print(json.dumps(report[f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"]["executor"]), flush=True)
-        ran = sum(p not in skip for p in ("b", "c"))
+            print(json.dumps(report[key]["executor"]), flush=True)
+        ran = len(phases)
         if ran and args.cv_candidates:
             # The sandbox table (issue: speedup spread over repeated evaluations): more warm passes over a spread
             # subset, one candidate after another, so every evaluation has the GPU to itself.
