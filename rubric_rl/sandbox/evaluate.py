@@ -943,14 +943,15 @@ class Evaluator:
         baseline = run.baseline
         times = body["times_ms"]
         compile_info = body.get("compile", {})
+        probe = body.get("host_probe") or {}
         timings = Timings(
             timer="host_sync" if cfg.backend == "cuda" else "host",
             candidate=summarize(times["candidate"]),
             eager=summarize(times["eager"]),
             l2_flush=cfg.backend == "cuda" and cfg.l2_flush,
             cpu_cores=body.get("cpu_cores"),
-            host_launch_us=(body.get("host_probe") or {}).get("launch_us"),
-            host_python_us=(body.get("host_probe") or {}).get("python_us"),
+            host_launch_us=probe.get("launch_us"),
+            host_python_us=probe.get("python_us"),
             rounds_ms={k: times[k] for k in ("candidate", "eager", "compile") if k in times},
         )
         if "compile" in times:
