@@ -15,7 +15,8 @@ What it does not do: it cannot stop a candidate's process from launching work ou
 background thread that survived the guard); the runtime audit and the thread checks are what catch that.
 And a task baseline's start and torch.compile warm-up hold no gate (they are seconds of CPU work, then one
 forward): that forward, and the reference's setup, may overlap one round of another evaluation's timing,
-which the median over its rounds absorbs.
+which the median over its rounds absorbs. The warm-up's GPU benchmarks (Inductor tuning its kernels) are
+seconds of device work: each holds the gate shared (``compile_gate``).
 """
 
 from __future__ import annotations

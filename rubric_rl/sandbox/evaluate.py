@@ -82,6 +82,7 @@ class TaskBaseline(BaseModel):
         description="eager's and (when timed) compile's milliseconds round by round, as Timings.rounds_ms."
     )
     compile_warmup_s: float | None = Field(default=None, description="The compile baseline's first call, seconds.")
+    compile_benchmarks: int | None = Field(default=None, description="As Timings.compile_benchmarks.")
     measure_s: float | None = Field(default=None, description="Seconds the measurement took, worker start to end.")
     device_wait_s: float | None = Field(default=None, description="Of which waiting for the device (shared gate).")
     phases: dict[str, float] = Field(
@@ -118,6 +119,7 @@ class TaskBaseline(BaseModel):
             timings.rounds_ms,
             timings.compile_mode,
             compile_warmup_s=timings.compile_warmup_s,
+            compile_benchmarks=timings.compile_benchmarks,
             source="beside_candidate",
         )
 
@@ -406,15 +408,20 @@ class Evaluator:
         """Eager and torch.compile timings of a task, measured once and reused across its candidates.
 
         With a ``gate``, the worker's start, the reference and torch.compile's warm-up (seconds of code
-        generation on the CPU, then one forward) hold no gate at all, so they never hold up another
-        evaluation's timing; the timing holds the device alone, on the device's
+        generation on the CPU, then one forward) hold no gate, so they never hold up another evaluation's
+        timing; the warm-up's own GPU benchmarks hold it shared, one at a time (``compile_gate``); the timing
+        holds the device alone, on the device's
         ``timing_cores`` when they are reserved. ``worker``: an already started (warm) worker to use, else a
         new one."""
         cfg = self.config
         started = time.monotonic()
 
         def on_message(msg: Message, chan: Channel) -> float:
-            if msg.type == "timed":  # the device is free again
+            if msg.type == "device_wanted":  # one of torch.compile's GPU benchmarks, in its warm-up (compile_gate)
+                waited = hold.to("shared")
+                chan.send("go")
+                return waited
+            if msg.type in ("timed", "device_released"):  # the device is free again
                 hold.to(None)
             if msg.type != "warm":
                 return 0.0
@@ -449,6 +456,7 @@ class Evaluator:
             timing.body["times_ms"],
             cfg.compile_mode,
             compile_warmup_s=compile_info.get("warmup_s"),
+            compile_benchmarks=_admitted_benchmarks(compile_info),
             measure_s=round(time.monotonic() - started, 3),
             device_wait_s=round(hold.waited_s, 3),
             phases={k: round(float(v), 3) for k, v in timing.body.get("phases", {}).items()},
@@ -605,15 +613,30 @@ class Evaluator:
             run.durations.device_wait_s += self._settle_baseline(run, hold)
             if run.compile_here:
                 # torch.compile's warm-up is seconds of code generation on the CPU, then one forward: it holds no
-                # gate (as a baseline lane's does). In the timing's exclusive hold it kept the device from every
-                # other evaluation: 5-6 s for each KernelBench L1 task timed beside its candidate on the H200.
+                # gate (as a baseline lane's does), only its GPU benchmarks do, one at a time ("device_wanted").
+                # In the timing's exclusive hold it kept the device from every other evaluation: 5-6 s for each
+                # KernelBench L1 task timed beside its candidate on the H200.
                 hold.to(None)
                 run.stage = "compile"
                 chan.send("compile")
                 return False
             self._start_timing(run, chan, hold)
             return False
+        elif msg.type == "device_wanted":  # one of torch.compile's GPU benchmarks, in its warm-up (compile_gate)
+            if run.stage != "compile":
+                raise ProtocolError(f"the device asked for a compile benchmark in stage {run.stage!r}")
+            waited = hold.to("shared")
+            run.durations.device_wait_s += waited
+            run.paused_s += waited
+            chan.send("go")
+            return False
+        elif msg.type == "device_released":
+            if run.stage != "compile":
+                raise ProtocolError(f"the device given back from a compile benchmark in stage {run.stage!r}")
+            hold.to(None)
+            return False
         elif msg.type == "compiled":
+            hold.to(None)  # a benchmark's hold, should the warm-up have ended inside one
             run.durations.compile_s = run.close_stage()
             self._start_timing(run, chan, hold)
             return False
@@ -958,10 +981,12 @@ class Evaluator:
             timings.compile = summarize(times["compile"])
             timings.compile_mode = cfg.compile_mode
             timings.compile_warmup_s = compile_info.get("warmup_s")
+            timings.compile_benchmarks = _admitted_benchmarks(compile_info)
         elif baseline is not None and baseline.compile is not None and cfg.compile_baseline:
             timings.compile = baseline.compile
             timings.compile_mode = baseline.compile_mode
             timings.compile_warmup_s = baseline.compile_warmup_s
+            timings.compile_benchmarks = baseline.compile_benchmarks
             timings.baseline_source = "reused"
         if baseline is not None and baseline.eager.median_ms > 0:
             timings.eager_drift = timings.eager.median_ms / baseline.eager.median_ms  # type: ignore[union-attr]
@@ -1069,6 +1094,14 @@ class Evaluator:
 def as_written(spec: ExtensionSpec, config: SandboxConfig, arch: str | None) -> PreparedBuild:
     """The build of the candidate's own sources (no split): what native checks read, so lines map back."""
     return prepare_build(spec, config, arch, split_sources=False)
+
+
+def _admitted_benchmarks(compile_info: dict[str, Any]) -> int | None:
+    """How many GPU benchmarks the worker's compile warm-up had admitted (None: its torch offered no route)."""
+    benchmarks = compile_info.get("benchmarks") or {}
+    if benchmarks.get("route", "none") == "none":
+        return None
+    return int(benchmarks.get("admissions", 0))
 
 
 def _conversation(

@@ -82,6 +82,11 @@ class Timings(BaseModel):
     compile: TimingStats | None = None
     compile_mode: str | None = None
     compile_warmup_s: float | None = Field(default=None, description="torch.compile's first call, seconds.")
+    compile_benchmarks: int | None = Field(
+        default=None,
+        description="GPU benchmarks torch.compile ran in that first call (Inductor tuning its kernels), each "
+        "admitted by the device gate; None: not reported.",
+    )
     baseline_source: Literal["measured", "reused"] = Field(
         default="measured", description="reused: compile timing taken from the task's cached baseline."
     )

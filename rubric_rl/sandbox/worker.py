@@ -115,6 +115,7 @@ class Worker:
         # each phase's last message, so a slow stage can be told apart from a slow evaluator.
         self.phases: dict[str, float] = {}
         self._mark = time.monotonic()
+        self._gate_wait_s = 0.0  # what torch.compile's warm-up waited for the device (see _device_wanted)
 
     def _lap(self, name: str) -> None:
         now = time.monotonic()
@@ -632,6 +633,21 @@ class Worker:
         if reply != "go":
             raise RuntimeError(f"protocol: expected 'go' before the next trial, got {reply!r}")
 
+    def _device_wanted(self) -> None:
+        """Before one of torch.compile's GPU benchmarks: the evaluator answers once the device may be used (a
+        timing in progress ends first). The wait is not the warm-up's (see ``_compile_reference``)."""
+        self.chan.send("device_wanted", {})
+        asked = time.monotonic()
+        reply = self.chan.recv().type
+        waited = time.monotonic() - asked
+        self._gate_wait_s += waited
+        self._mark += waited
+        if reply != "go":
+            raise RuntimeError(f"protocol: expected 'go' before a compile benchmark, got {reply!r}")
+
+    def _device_released(self) -> None:
+        self.chan.send("device_released", {})
+
     def _compare_on_device(
         self, trial: dict[str, Any], out: list[Any], refs: list[Any], printed: list[str], body: dict[str, Any]
     ) -> list[Any]:
@@ -673,6 +689,7 @@ class Worker:
         self, reference: types.ModuleType, ref_model: Any, init_inputs: list[Any], *, rearm: bool
     ) -> tuple[Any | None, dict[str, Any]]:
         """torch.compile of the reference, warmed up on one input: (compiled model or None, info)."""
+        from rubric_rl.sandbox.compile_gate import benchmarks_admitted
         from rubric_rl.sandbox.inputs import make_inputs
 
         torch = self.torch
@@ -689,9 +706,14 @@ class Worker:
                 backend_seed=self.backend.seed,
             )
             started = time.monotonic()
-            compiled(*warm)
-            self.backend.synchronize()
-            info["warmup_s"] = time.monotonic() - started
+            self._gate_wait_s = 0.0
+            with benchmarks_admitted(self._device_wanted, self._device_released) as admitted:
+                compiled(*warm)  # the compile, and its kernels' first launches (where Inductor benchmarks)
+                self.backend.synchronize()
+            # The warm-up's own time: what its benchmarks waited for the device was other evaluations'.
+            info["warmup_s"] = time.monotonic() - started - self._gate_wait_s
+            info["benchmarks"] = {"route": admitted.route, "admissions": admitted.admissions}
+            self.phases["compile_gate_wait_s"] = round(self._gate_wait_s, 4)
             return compiled, info
         except Exception as e:  # the baseline failing is not the candidate's fault: recorded, not fatal
             info["error"] = _digest_exception(e)
