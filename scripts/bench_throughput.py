@@ -36,6 +36,7 @@ from benchlib import (
     candidate_records,
     default_problems,
     discover,
+    disturbed_timings,
     fmt,
     print_candidate_table,
     print_table,
@@ -253,11 +254,15 @@ def main() -> None:
                 "per_hour": 3600 * len(items) / wall,
                 "statuses": {s: sum(v.status == s for v in verdicts) for s in sorted({v.status for v in verdicts})},
                 "median_build_s": statistics.median([b.seconds for v in verdicts for b in v.builds] or [0]),
+                "disturbed_timings": disturbed_timings(
+                    [(name, v) for (name, _, _), v in zip(items, verdicts, strict=True)]
+                ),
                 "executor": ex.stats(),
                 "baselines": baseline_records(ex),
             }
             write_json(args.out, report)
             print(json.dumps(report[key]["executor"]), flush=True)
+            print(f"{phase}: {len(report[key]['disturbed_timings'])} of {len(items)} timings disturbed", flush=True)
         ran = len(phases)
         if ran and args.cv_candidates:
             # The sandbox table (issue: speedup spread over repeated evaluations): more warm passes over a spread

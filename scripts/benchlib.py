@@ -143,6 +143,27 @@ def within_evaluation_cv(eager_ms: list[float], candidate_ms: list[float], parts
     return None if spread is None else spread / math.sqrt(parts)
 
 
+DISTURBED_TAIL = 1.15
+
+
+def disturbed_timings(named: list[tuple[str, object]], tail: float = DISTURBED_TAIL) -> list[dict]:
+    """Evaluations whose timed rounds show another process's device work: some model's p90 round over its median
+    above ``tail``. Alone on a GPU, rounds of one model keep within a few percent of each other; on an H100 the
+    evaluations timed while other tasks' torch.compile warm-ups tuned their kernels had p90/median 1.2-2.1
+    (L1-20's speedup read 1.107 for 1.004), and none of the warm passes' 64 did."""
+    out = []
+    for name, v in named:
+        rounds = v.timings.rounds_ms if v.timings is not None else {}
+        tails = {
+            model: round(sorted(ms)[int(0.9 * (len(ms) - 1))] / statistics.median(ms), 3)
+            for model, ms in rounds.items()
+            if len(ms) >= 10 and statistics.median(ms) > 0
+        }
+        if tails and max(tails.values()) > tail:
+            out.append({"candidate": name, "speedup_eager": v.speedup_eager, "p90_over_median": tails})
+    return out
+
+
 def correlation(xs: list[float], ys: list[float]) -> float | None:
     """Pearson's r of two equally long series; None for fewer than three pairs or a constant series."""
     if len(xs) != len(ys) or len(xs) < 3:

@@ -48,3 +48,27 @@ def test_speedups_that_follow_the_host_launch_rate_correlate_with_it(benchlib):
     assert benchlib.correlation([14.2, 14.5, 16.8, 17.0], [5.0, 5.1, 6.9, 7.0]) > 0.99
     assert benchlib.correlation([1.0, 1.0, 1.0], [5.0, 6.0, 7.0]) is None  # constant: no correlation to report
     assert benchlib.correlation([1.0, 2.0], [3.0, 4.0]) is None  # two pairs say nothing
+
+
+def test_rounds_stretched_by_another_process_are_reported_as_disturbed(benchlib):
+    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.verdict import Timings
+
+    class Verdict:  # the fields disturbed_timings reads
+        def __init__(self, rounds):
+            self.timings = Timings(timer="host_sync", eager=summarize(rounds["eager"]), rounds_ms=rounds)
+            self.speedup_eager = 1.0
+
+    rng = random.Random(2)
+    quiet = [4.3 * (1 + rng.gauss(0, 0.005)) for _ in range(100)]
+    # KernelBench L1-21 on an H100 while another task's compile warm-up tuned its kernels: 72 rounds stretched.
+    sliced = [rng.choice([5.1, 7.6, 9.7]) if i < 72 else 4.3 for i in range(100)]
+    named = [
+        ("quiet", Verdict({"eager": quiet, "candidate": quiet})),
+        ("sliced", Verdict({"eager": quiet, "candidate": sliced})),
+        ("short", Verdict({"eager": sliced[:5]})),  # too few rounds to tell
+    ]
+    named.append(("untimed", type("V", (), {"timings": None, "speedup_eager": None})()))
+    found = benchlib.disturbed_timings(named)
+    assert [d["candidate"] for d in found] == ["sliced"]
+    assert found[0]["p90_over_median"]["candidate"] > 1.15 and found[0]["p90_over_median"]["eager"] < 1.02
