@@ -26,6 +26,7 @@ from benchlib import (
     candidate_records,
     default_problems,
     discover,
+    disturbed_timings,
     print_candidate_table,
     run_logged,
     sandbox_overrides,
@@ -144,9 +145,14 @@ def main() -> None:
                 "wall_s": round(wall, 2),
                 "stage_means_s": stage_means(got),
                 "gates": ex.stats()["gates"],
+                "disturbed_timings": disturbed_timings([(n, v) for (n, _, _), v in zip(items, got, strict=True)]),
             }
         )
-        print(f"pass {r}: {len(got)} evaluations in {wall:.0f} s; mean stage s {stage_means(got)}", flush=True)
+        print(
+            f"pass {r}: {len(got)} evaluations in {wall:.0f} s, {len(passes[-1]['disturbed_timings'])} timings "
+            f"disturbed; mean stage s {stage_means(got)}",
+            flush=True,
+        )
         report(ex, items, verdicts, builds, passes, args, build_wall)
     asyncio.run(ex.close())
 

@@ -147,10 +147,11 @@ DISTURBED_TAIL = 1.15
 
 
 def disturbed_timings(named: list[tuple[str, object]], tail: float = DISTURBED_TAIL) -> list[dict]:
-    """Evaluations whose timed rounds show another process's device work: some model's p90 round over its median
-    above ``tail``. Alone on a GPU, rounds of one model keep within a few percent of each other; on an H100 the
-    evaluations timed while other tasks' torch.compile warm-ups tuned their kernels had p90/median 1.2-2.1
-    (L1-20's speedup read 1.107 for 1.004), and none of the warm passes' 64 did."""
+    """Evaluations whose timed rounds were stretched by something besides themselves: some model's p90 round over
+    its median above ``tail``. Alone on a GPU, rounds of one model keep within a few percent of each other; on an
+    H100 the evaluations timed while other tasks' torch.compile warm-ups tuned their kernels had p90/median
+    1.2-2.1 (L1-20's speedup read 1.107 for 1.004), and none of the warm passes' 64 did. A launch-bound program
+    shows the host's slow spells the same way (L3-34's eager: 1.17 and 1.36 in two of five evaluations)."""
     out = []
     for name, v in named:
         rounds = v.timings.rounds_ms if v.timings is not None else {}
