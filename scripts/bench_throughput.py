@@ -33,6 +33,7 @@ from pathlib import Path
 from benchlib import (
     DEFAULT_CANDIDATES,
     REPO,
+    agreement,
     candidate_records,
     default_problems,
     discover,
@@ -223,7 +224,7 @@ def main() -> None:
             [[k, fmt(v["median_s"], ".1f"), str(v["n"]), str(v["failed"])] for k, v in report["build_cuts"].items()],
         )
 
-    verdicts_b: list = []
+    evaluations: dict[str, list] = {}  # each candidate's verdicts: (b), then the warm passes
     if not {"b", "c"} <= skip:
         cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build"
         sandbox = SandboxConfig(
@@ -237,7 +238,7 @@ def main() -> None:
                 baseline_workers_per_gpu=args.baseline_workers,
             ),
         )
-        evaluations: dict[str, list] = {name: [] for name, _, _ in items}
+        evaluations.update({name: [] for name, _, _ in items})
         warm = [] if "c" in skip else ["c", *(f"c{i}" for i in range(2, args.warm_passes + 1))]
         phases = ([] if "b" in skip else ["b"]) + warm
         for phase in phases:
@@ -245,8 +246,6 @@ def main() -> None:
             verdicts, wall = asyncio.run(run_logged(ex, items, log))
             for (name, _, _), v in zip(items, verdicts, strict=True):
                 evaluations[name].append(v)
-            if phase == "b":
-                verdicts_b = verdicts
             key = f"{phase}_executor_{'cold' if phase == 'b' else 'warm'}"
             report[key] = {
                 "candidates": len(items),
@@ -298,31 +297,23 @@ def main() -> None:
     if rows:
         print_table("candidates per hour", ["mode", "candidates", "wall s", "per hour", "vs (a)"], rows)
 
-    agreement = []
-    by_name = {name: v for (name, _, _), v in zip(items, verdicts_b, strict=False)}
-    for r in kb:
-        v = by_name.get(r["candidate"])
-        if v is None:
-            continue
-        kb_status = "correct" if r.get("correct") else ("incorrect" if r.get("compiled") else "compile_error")
-        agreement.append(
-            {
-                "candidate": r["candidate"],
-                "a_status": kb_status,
-                "b_status": v.status,
-                "a_speedup": r.get("speedup"),
-                "b_speedup": v.speedup_eager,
-                "b_speedup_cv": v.timings.candidate.cv if v.timings and v.timings.candidate else None,
-            }
-        )
-    if agreement:
-        report["agreement"] = agreement
+    rows_agree = [agreement(r, evaluations[r["candidate"]]) for r in kb if evaluations.get(r["candidate"])]
+    if rows_agree:
+        report["agreement"] = rows_agree
         print_table(
-            "(a) KernelBench-style vs (b) executor",
-            ["candidate", "(a) status", "(b) status", "(a) speedup", "(b) speedup"],
+            "(a) KernelBench-style vs the executor ((b), then the warm passes)",
+            ["candidate", "(a) status", "(b) status", "(a) speedup", "(b) speedup", "executor CV %", "(a) in noise"],
             [
-                [a["candidate"], a["a_status"], a["b_status"], fmt(a["a_speedup"], ".3f"), fmt(a["b_speedup"], ".3f")]
-                for a in agreement
+                [
+                    a["candidate"],
+                    a["a_status"],
+                    a["b_status"],
+                    fmt(a["a_speedup"], ".3f"),
+                    fmt(a["b_speedup"], ".3f"),
+                    fmt(a["executor_speedup_cv"] and 100 * a["executor_speedup_cv"], ".2f"),
+                    {True: "yes", False: "no", None: "-"}[a["a_within_noise"]],
+                ]
+                for a in rows_agree
             ],
         )
     write_json(args.out, report)

@@ -165,6 +165,30 @@ def disturbed_timings(named: list[tuple[str, object]], tail: float = DISTURBED_T
     return out
 
 
+def agreement(a_result: dict, evaluations: list) -> dict:
+    """(a)'s result for one candidate (KernelBench's way) beside the executor's evaluations of it ((b), then the
+    warm passes): whether the statuses agree, and whether (a)'s speedup lies within the executor's own measured
+    noise, twice the CV of its speedups over the passes (None: fewer than two speedups to measure it by)."""
+    a_status = "correct" if a_result.get("correct") else ("incorrect" if a_result.get("compiled") else "compile_error")
+    speedups = [v.speedup_eager for v in evaluations if v.speedup_eager]
+    spread = cv(speedups)
+    a_speedup, b_speedup = a_result.get("speedup"), evaluations[0].speedup_eager if evaluations else None
+    within = None
+    if spread is not None and a_speedup and speedups:
+        within = abs(a_speedup / statistics.median(speedups) - 1) <= 2 * spread
+    return {
+        "candidate": a_result["candidate"],
+        "a_status": a_status,
+        "b_status": evaluations[0].status if evaluations else None,
+        "statuses_agree": bool(evaluations) and a_status == evaluations[0].status,
+        "a_speedup": a_speedup,
+        "b_speedup": b_speedup,
+        "executor_speedups": speedups,
+        "executor_speedup_cv": spread,
+        "a_within_noise": within,
+    }
+
+
 def correlation(xs: list[float], ys: list[float]) -> float | None:
     """Pearson's r of two equally long series; None for fewer than three pairs or a constant series."""
     if len(xs) != len(ys) or len(xs) < 3:

@@ -72,3 +72,25 @@ def test_rounds_stretched_by_another_process_are_reported_as_disturbed(benchlib)
     found = benchlib.disturbed_timings(named)
     assert [d["candidate"] for d in found] == ["sliced"]
     assert found[0]["p90_over_median"]["candidate"] > 1.15 and found[0]["p90_over_median"]["eager"] < 1.02
+
+
+def test_a_speedup_agrees_within_the_executors_own_spread_or_not(benchlib):
+    class V:
+        def __init__(self, status, speedup):
+            self.status, self.speedup_eager = status, speedup
+
+    # The H100 run of c693ab4: L3-1 and L2-12 (the executor's passes, then (a)).
+    l3_1 = benchlib.agreement(
+        {"candidate": "L3-1", "compiled": True, "correct": True, "speedup": 0.7497},
+        [V("correct", 0.7574), V("correct", 0.7574), V("correct", 0.7500), V("correct", 0.7650)],
+    )
+    assert l3_1["statuses_agree"] and l3_1["a_within_noise"] is True
+    l2_12 = benchlib.agreement(
+        {"candidate": "L2-12", "compiled": True, "correct": True, "speedup": 0.8691},
+        [V("correct", 0.9008), V("correct", 0.9026), V("correct", 0.9010)],
+    )
+    assert l2_12["a_within_noise"] is False  # 3.6 % off, the executor's spread 0.1 %: a protocol difference
+    wrong = benchlib.agreement({"candidate": "x", "compiled": True, "correct": False}, [V("incorrect", None)])
+    assert wrong["a_status"] == "incorrect" and wrong["statuses_agree"] and wrong["a_within_noise"] is None
+    broken = benchlib.agreement({"candidate": "y", "compiled": False}, [V("correct", 1.2), V("correct", 1.2)])
+    assert broken["a_status"] == "compile_error" and not broken["statuses_agree"]
