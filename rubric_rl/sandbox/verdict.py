@@ -84,8 +84,8 @@ class Timings(BaseModel):
     compile_warmup_s: float | None = Field(default=None, description="torch.compile's first call, seconds.")
     compile_benchmarks: int | None = Field(
         default=None,
-        description="GPU benchmarks torch.compile ran in that first call (Inductor tuning its kernels), each "
-        "admitted by the device gate; None: not reported.",
+        description="Times torch.compile's first call had the device gate admit its GPU benchmarks (Inductor "
+        "tuning its kernels: one admission for all the configs of a kernel); None: not reported.",
     )
     baseline_source: Literal["measured", "reused"] = Field(
         default="measured", description="reused: compile timing taken from the task's cached baseline."

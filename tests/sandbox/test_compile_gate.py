@@ -76,6 +76,28 @@ def test_without_the_hook_the_benchmarkers_gpu_method_is_wrapped_and_restored(mo
     assert events[-1] == "bench" and events.count("acquire") == 2
 
 
+@needs_lock_hook
+def test_all_the_configs_of_one_kernel_are_benchmarked_in_one_admission(monkeypatch):
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    events, acquire, release = _recorder()
+
+    def benchmark_all_configs(self, *args, **kwargs):  # the autotuner's loop: one benchmark per config
+        for config in ("config 1", "config 2", "config 3"):
+            with benchmarking.maybe_gpu_benchmark_lock():
+                events.append(config)
+        return {}
+
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", benchmark_all_configs)
+    with benchmarks_admitted(acquire, release) as admitted:
+        CachingAutotuner.benchmark_all_configs(object())
+        with benchmarking.maybe_gpu_benchmark_lock():  # a benchmark of its own (the matmul padding decision)
+            events.append("pad_mm")
+    assert admitted.admissions == 2
+    assert events == ["acquire", "config 1", "config 2", "config 3", "release", "acquire", "pad_mm", "release"]
+    assert CachingAutotuner.benchmark_all_configs is benchmark_all_configs  # restored
+
+
 def test_a_torch_with_neither_route_benchmarks_unadmitted(monkeypatch):
     events, acquire, release = _recorder()
     monkeypatch.delattr(benchmarking, "set_gpu_benchmark_lock_context", raising=False)
