@@ -39,9 +39,13 @@ def benchmarks_admitted(acquire: Callable[[], None], release: Callable[[], None]
     """Inside the block, every Inductor GPU benchmark of this process runs between ``acquire()`` and
     ``release()``. Nested benchmarks (one benchmark helper delegating to another) ask once; benchmarks from
     several threads take turns."""
-    from torch._inductor.runtime import benchmarking
-
     admitted = AdmittedBenchmarks(route="none")
+    try:
+        from torch._inductor.runtime import benchmarking
+    except ImportError:  # a torch without Inductor's benchmarking module: nothing to route (and no reason to fail)
+        yield admitted
+        return
+
     turn = threading.RLock()
     depth = 0
 

@@ -3,6 +3,7 @@ own, then through a real worker and evaluator, for a baseline and for a compile 
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
@@ -105,6 +106,17 @@ def test_a_torch_with_neither_route_benchmarks_unadmitted(monkeypatch):
     with benchmarks_admitted(acquire, release) as admitted:
         pass
     assert admitted.route == "none" and admitted.admissions == 0 and events == []
+
+
+def test_a_torch_without_inductors_benchmarking_module_compiles_unadmitted(monkeypatch):
+    import torch._inductor.runtime as runtime
+
+    events, acquire, release = _recorder()
+    monkeypatch.delattr(runtime, "benchmarking")
+    monkeypatch.setitem(sys.modules, "torch._inductor.runtime.benchmarking", None)  # cannot be imported
+    with benchmarks_admitted(acquire, release) as admitted:
+        events.append("warm-up")
+    assert admitted.route == "none" and events == ["warm-up"]
 
 
 class _WatchedGate(DeviceGate):
