@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rubric_rl.sandbox.timing import paired_ratio
+from rubric_rl.sandbox.timing import paired_ratio, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CANDIDATES = REPO / "benchmarks" / "kernelbench"
@@ -155,11 +155,8 @@ def disturbed_timings(named: list[tuple[str, object]], tail: float = DISTURBED_T
     out = []
     for name, v in named:
         rounds = v.timings.rounds_ms if v.timings is not None else {}
-        tails = {
-            model: round(sorted(ms)[int(0.9 * (len(ms) - 1))] / statistics.median(ms), 3)
-            for model, ms in rounds.items()
-            if len(ms) >= 10 and statistics.median(ms) > 0
-        }
+        stats = {model: summarize(ms) for model, ms in rounds.items() if len(ms) >= 10}
+        tails = {model: round(st.p90_ms / st.median_ms, 3) for model, st in stats.items() if st.median_ms > 0}
         if tails and max(tails.values()) > tail:
             out.append({"candidate": name, "speedup_eager": v.speedup_eager, "p90_over_median": tails})
     return out
