@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check, in one script: environment, the gpu-marked tests (which build real CUDA extensions), and the
 # benchmarks. Run on the H200 device machine from the repository root:
-#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput|placement|host]
-# (placement and host, experiments, are not part of all: bash scripts/gpu_check.sh placement --task L3-34 --candidate
-# FILE; bash scripts/gpu_check.sh host --seconds 120)
+#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput|agreement|placement|host]
+# (agreement, placement and host, experiments, are not part of all: bash scripts/gpu_check.sh agreement --n 5;
+# bash scripts/gpu_check.sh placement --task L3-34 --candidate FILE; bash scripts/gpu_check.sh host --seconds 120)
 # Env: GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu tests), GPU_TEST_WORKERS
 # (pytest-xdist processes running the gpu tests side by side; unset: one).
 # Needs: .whl/ (pydantic and friends, missing there; .whl/fallback/: numpy, installed only if missing) and .device/problems.jsonl (KernelBench problems), both
@@ -62,6 +62,11 @@ if [[ $phase == all || $phase == throughput ]]; then
 fi
 if [[ $phase == host ]]; then
   python3 scripts/bench_host.py --out "$OUT/bench_host.json" "${@:2}" 2>&1 | stamp | tee "$OUT/bench_host.log" | tail -12
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+if [[ $phase == agreement ]]; then
+  python3 scripts/bench_agreement.py --problems .device/problems.jsonl --out "$OUT/bench_agreement.json" "${@:2}" \
+    2>&1 | stamp | tee "$OUT/bench_agreement.log" | tail -30
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $phase == placement ]]; then

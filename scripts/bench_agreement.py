@@ -1,0 +1,345 @@
+"""Where KernelBench's speedups and the sandbox's part: each candidate timed under KernelBench's protocol, under the
+sandbox's, and under the steps between, in the same processes on one GPU.
+
+    python scripts/bench_agreement.py --problems problems.jsonl [--n 5 | --only L1-12,...] [--processes 3]
+        [--repeats 2] [--compare runs/bench_throughput.json] [--out runs/bench_agreement.json]
+    python scripts/bench_agreement.py --from runs/bench_agreement.json --compare runs/bench_throughput.json
+
+Protocols, from (a)'s to the sandbox's, one change at a time:
+  kernelbench       (a) itself (scripts/kernelbench_style_eval.py's ``time_cuda``): one input set, warm L2, CUDA
+                    events around each call, the candidate's calls then the reference's;
+  events            fresh inputs every round (the sandbox's ``make_inputs``), each model on its own copy, the
+                    models in rotating order; still CUDA events and a warm L2;
+  events_flush      and the L2 flushed before each call (the sandbox's cuda backend);
+  host_sync_warm    the sandbox's rounds (``timing.run_rounds``) with the flush left out: the host clock read
+                    between device-wide synchronisations;
+  sandbox           ``timing.run_rounds`` as Verdicts are timed: host clock, device-wide syncs, L2 flush.
+
+Each candidate is built once by torch's default ``load_inline`` (as in (a)); then ``--processes`` fresh processes,
+one at a time, each run every protocol ``--repeats`` times in turn. A protocol's spread over those runs is its own
+noise; a step between two protocols that is larger than both noises is that step's effect on the speedup.
+``--compare`` puts (a)'s speedup and the executor's (a bench_throughput.py report with its agreement table) beside
+them: when ``kernelbench`` reproduces (a) and ``sandbox`` reproduces the executor, the gap between (a) and the
+executor is the protocol's, and the table says which step makes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import REPO, cv, default_problems, discover, fmt, print_table, select, spread, write_json
+
+PROTOCOLS = ["kernelbench", "events", "events_flush", "host_sync_warm", "sandbox"]
+
+
+def _protocol_runs(ref_path: str, cand_path: str, repeats: int, perf_trials: int, warmup: int) -> dict:
+    """Inside one fresh process: every protocol ``repeats`` times; speedups and medians per run."""
+    import torch
+    from kernelbench_style_eval import load, time_cuda
+
+    from rubric_rl.sandbox.backends.cuda import CudaBackend
+    from rubric_rl.sandbox.inputs import make_inputs
+    from rubric_rl.sandbox.timing import run_rounds
+
+    torch.set_grad_enabled(False)  # as the sandbox's worker; (a) times inside torch.no_grad()
+    ref = load("reference", Path(ref_path).read_text())
+    torch.manual_seed(42)
+    init = ref.get_init_inputs()
+    ref_model = ref.Model(*init).cuda()
+    cand = load("candidate", Path(cand_path).read_text())
+    torch.manual_seed(42)
+    new_model = cand.ModelNew(*init).cuda()
+    backend = CudaBackend()
+    backend.setup(memory_fraction=0.95, threads=None)
+    models = {"candidate": new_model, "eager": ref_model}
+
+    def fresh(r: int) -> list:
+        return make_inputs(ref, seed=1000 + r, device=backend.device, distribution="task", backend_seed=backend.seed)
+
+    def clone(xs: list) -> list:
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+    torch.manual_seed(42)
+    one_set = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ref.get_inputs()]
+    out_ref, out_new = ref_model(*one_set), new_model(*one_set)
+    correct = None  # (a)'s check, for single-tensor outputs; the sandbox's own is the executor's Verdict
+    if isinstance(out_ref, torch.Tensor) and isinstance(out_new, torch.Tensor):
+        correct = out_ref.shape == out_new.shape and bool(torch.allclose(out_ref, out_new, atol=1e-4, rtol=1e-4))
+    del out_ref, out_new
+
+    def events_rounds(flush: bool) -> dict[str, list[float]]:
+        names = list(models)
+        warm = fresh(-1)
+        for name in names:
+            for _ in range(warmup):
+                models[name](*clone(warm))
+        torch.cuda.synchronize()
+        times: dict[str, list[float]] = {n: [] for n in names}
+        for r in range(perf_trials):
+            inputs = fresh(r)
+            order = names[r % len(names) :] + names[: r % len(names)]
+            outs = {}
+            for name in order:
+                x = inputs if name == order[-1] else clone(inputs)
+                if flush:
+                    backend.flush_cache()
+                torch.cuda.synchronize()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                outs[name] = models[name](*x)
+                end.record()
+                torch.cuda.synchronize()
+                times[name].append(start.elapsed_time(end))
+            del outs, inputs
+        return times
+
+    def sandbox_rounds(flush: bool) -> dict[str, list[float]]:
+        if not flush:
+            backend.flush_cache = lambda: None  # type: ignore[method-assign]
+        try:
+            return run_rounds(
+                models,
+                make_inputs=fresh,
+                clone=clone,
+                backend=backend,
+                n_rounds=perf_trials,
+                n_warmup=warmup,
+                checked_rounds=set(),
+                on_checked_round=lambda r, outputs: None,
+                after_round=lambda outputs: None,
+            )
+        finally:
+            backend.__dict__.pop("flush_cache", None)
+
+    run = {
+        "kernelbench": lambda: {
+            "candidate": time_cuda(new_model, one_set, perf_trials),
+            "eager": time_cuda(ref_model, one_set, perf_trials),
+        },
+        "events": lambda: events_rounds(flush=False),
+        "events_flush": lambda: events_rounds(flush=True),
+        "host_sync_warm": lambda: sandbox_rounds(flush=False),
+        "sandbox": lambda: sandbox_rounds(flush=True),
+    }
+    out: dict = {"correct": correct, "runs": {p: [] for p in PROTOCOLS}}
+    for _ in range(repeats):
+        for p in PROTOCOLS:
+            times = run[p]()
+            cand_ms, eager_ms = statistics.median(times["candidate"]), statistics.median(times["eager"])
+            out["runs"][p].append({"candidate_ms": cand_ms, "eager_ms": eager_ms, "speedup": eager_ms / cand_ms})
+    return out
+
+
+def _child(args: argparse.Namespace) -> None:
+    if args.build_only:
+        from kernelbench_style_eval import load
+
+        load("candidate", Path(args.child[1]).read_text())  # builds through torch's default load_inline
+        print(json.dumps({"built": True}))
+        return
+    print(json.dumps(_protocol_runs(*args.child, args.repeats, args.perf_trials, args.warmup)))
+
+
+def _spawn(argv: list[str], ext_dir: Path, timeout: float) -> dict:
+    path = os.pathsep.join(filter(None, [str(REPO), str(REPO / "scripts"), os.environ.get("PYTHONPATH")]))
+    env = {"TORCH_EXTENSIONS_DIR": str(ext_dir), "PYTHONPATH": path}
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), *argv],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return {"error": (proc.stderr or proc.stdout)[-400:]}
+
+
+def summarize_protocols(results: list[dict]) -> dict:
+    """Per protocol over every run of every process: median speedup, its CV, and the CV of the per-process medians
+    (the spread a fresh process brings, which is what separates (a) from one repeat of itself)."""
+    out = {}
+    for p in PROTOCOLS:
+        per_process = [[r["speedup"] for r in res["runs"][p]] for res in results if "runs" in res]
+        flat = [s for runs in per_process for s in runs]
+        if not flat:
+            continue
+        out[p] = {
+            "speedup": statistics.median(flat),
+            "cv": cv(flat),
+            "process_cv": cv([statistics.median(runs) for runs in per_process if runs]),
+            "speedups": flat,
+            "candidate_ms": statistics.median(r["candidate_ms"] for res in results for r in res["runs"][p]),
+            "eager_ms": statistics.median(r["eager_ms"] for res in results for r in res["runs"][p]),
+        }
+    return out
+
+
+def compare_rows(report: dict, throughput: dict) -> list[list[str]]:
+    """(a) and the executor (from a bench_throughput report) beside the kernelbench and sandbox protocols."""
+    agreement = {a["candidate"]: a for a in throughput.get("agreement", [])}
+    a_results = {r["candidate"]: r for r in throughput.get("a_kernelbench_style", {}).get("results", [])}
+    rows = []
+    for name, entry in report["candidates"].items():
+        protos = entry.get("protocols", {})
+        kb, sb = protos.get("kernelbench"), protos.get("sandbox")
+        a_speedup = a_results.get(name, {}).get("speedup")
+        ex = agreement.get(name, {}).get("executor_speedups") or []
+        ex_median = statistics.median(ex) if ex else None
+
+        def ratio(x, y):
+            return fmt(x / y, ".3f") if x and y else "-"
+
+        rows.append(
+            [
+                name,
+                fmt(a_speedup, ".3f"),
+                fmt(kb and kb["speedup"], ".3f"),
+                ratio(a_speedup, kb and kb["speedup"]),
+                fmt(ex_median, ".3f"),
+                fmt(sb and sb["speedup"], ".3f"),
+                ratio(ex_median, sb and sb["speedup"]),
+            ]
+        )
+    return rows
+
+
+def print_report(report: dict, throughput: dict | None) -> None:
+    rows = []
+    for name, entry in report["candidates"].items():
+        protos = entry.get("protocols", {})
+        row = [name, {True: "yes", False: "no", None: "-"}[entry.get("correct")]]
+        for p in PROTOCOLS:
+            s = protos.get(p)
+            row.append(f"{s['speedup']:.3f} ({100 * (s['cv'] or 0):.2f}%)" if s else "-")
+        rows.append(row)
+    print_table(
+        f"speedup over eager by protocol, median (CV over {report['processes']} processes x {report['repeats']} runs)",
+        ["candidate", "allclose", *PROTOCOLS],
+        rows,
+    )
+    if throughput is not None:
+        print_table(
+            "(a) and the executor beside the protocols that should reproduce them",
+            ["candidate", "(a)", "kernelbench", "(a)/kb", "executor", "sandbox", "executor/sb"],
+            compare_rows(report, throughput),
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--problems", type=Path, default=None)
+    ap.add_argument("--candidates", type=Path, default=REPO / "benchmarks" / "kernelbench")
+    ap.add_argument("--n", type=int, default=5, help="the first N of bench_throughput's spread (its (a) set)")
+    ap.add_argument("--only", default="", help="comma-separated candidate names or task ids instead")
+    ap.add_argument("--processes", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2, help="runs of every protocol in each process")
+    ap.add_argument("--perf-trials", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per process")
+    ap.add_argument("--compare", type=Path, default=None, help="a bench_throughput.py report")
+    ap.add_argument("--from", dest="from_", type=Path, default=None, help="print an earlier report, measure nothing")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_agreement.json"))
+    ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        _child(args)
+        return
+    throughput = json.loads(args.compare.read_text()) if args.compare else None
+    if args.from_:
+        print_report(json.loads(args.from_.read_text()), throughput)
+        return
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_agreement times CUDA programs: it needs a GPU")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rubric_rl.tasks import load_tasks
+
+    tasks = {t.id: t for t in load_tasks(args.problems or default_problems())}
+    found = discover(args.candidates, tasks)
+    chosen = select(found, args.n, args.only) if args.only else spread(found, args.n)
+    report: dict = {
+        "gpu": torch.cuda.get_device_name(0),
+        "processes": args.processes,
+        "repeats": args.repeats,
+        "perf_trials": args.perf_trials,
+        "candidates": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-agree-") as tmp:
+        files = []
+        for tid, path in chosen:
+            d = Path(tmp, path.stem)
+            d.mkdir()
+            Path(d, "ref.py").write_text(tasks[tid].code)
+            Path(d, "cand.py").write_text(path.read_text())
+            files.append((path.stem, d))
+        started = time.monotonic()
+        with ThreadPoolExecutor(len(files)) as pool:  # builds side by side; nothing is timed meanwhile
+            built = list(
+                pool.map(
+                    lambda f: _spawn(
+                        ["--build-only", "--child", str(f[1] / "ref.py"), str(f[1] / "cand.py")],
+                        f[1] / "ext",
+                        args.timeout,
+                    ),
+                    files,
+                )
+            )
+        print(f"built {sum('built' in b for b in built)} of {len(files)} in {time.monotonic() - started:.0f} s")
+        for (name, d), b in zip(files, built, strict=True):
+            entry: dict = {"build": b}
+            report["candidates"][name] = entry
+            if "built" not in b:
+                print(f"{name}: build failed: {b.get('error')}", flush=True)
+                continue
+            results = []
+            for i in range(args.processes):  # one at a time: each has the GPU to itself
+                t0 = time.monotonic()
+                res = _spawn(
+                    [
+                        "--child",
+                        str(d / "ref.py"),
+                        str(d / "cand.py"),
+                        "--repeats",
+                        str(args.repeats),
+                        "--perf-trials",
+                        str(args.perf_trials),
+                        "--warmup",
+                        str(args.warmup),
+                    ],
+                    d / "ext",
+                    args.timeout,
+                )
+                results.append(res)
+                speeds = res
+                if "runs" in res:
+                    speeds = {p: [round(r["speedup"], 3) for r in res["runs"][p]] for p in PROTOCOLS}
+                print(f"{name} process {i}: {time.monotonic() - t0:.0f} s {speeds}", flush=True)
+            checks = [r.get("correct") for r in results if "runs" in r]
+            entry["correct"] = None if not checks or None in checks else all(checks)
+            entry["processes"] = results
+            entry["protocols"] = summarize_protocols(results)
+            write_json(args.out, report)
+    write_json(args.out, report)
+    print_report(report, throughput)
+
+
+if __name__ == "__main__":
+    main()
