@@ -135,6 +135,13 @@ class SandboxConfig(BaseModel):
     measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
     perf_trials: int = Field(default=100, ge=1, description="Timed calls per model.")
     warmup_trials: int = Field(default=5, ge=0, description="Untimed calls per model before timing.")
+    min_timing_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Timed rounds go on past perf_trials until they span this many seconds (at most 20x "
+        "perf_trials): a short program's 100 rounds take milliseconds, all inside one of the host's slow or quick "
+        "spells; spanning several, each model's median keeps to the host's usual state (timing.run_rounds).",
+    )
     compile_baseline: bool = Field(default=True, description="Also time torch.compile of the reference.")
     compile_mode: CompileMode = Field(default="default", description="torch.compile mode of the baseline.")
     checked_timed_outputs: int = Field(

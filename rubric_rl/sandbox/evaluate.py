@@ -972,6 +972,7 @@ class Evaluator:
             candidate=summarize(times["candidate"]),
             eager=summarize(times["eager"]),
             l2_flush=cfg.backend == "cuda" and cfg.l2_flush,
+            min_timing_s=cfg.min_timing_s,
             cpu_cores=body.get("cpu_cores"),
             host_launch_us=probe.get("launch_us"),
             host_python_us=probe.get("python_us"),

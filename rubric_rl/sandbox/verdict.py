@@ -99,6 +99,9 @@ class Timings(BaseModel):
         "r of every model ran back to back on the same draw (timing.paired_ratio pairs them).",
     )
     l2_flush: bool = False
+    min_timing_s: float = Field(
+        default=0.0, description="Seconds the rounds were to span at least (SandboxConfig.min_timing_s); 0: none."
+    )
     cpu_cores: list[int] | None = Field(
         default=None,
         description="The CPUs the worker could run on while it timed, as it saw them (reserved timing cores "

@@ -808,6 +808,7 @@ class Worker:
                 backend=self.backend,
                 n_rounds=self.cfg.perf_trials,
                 n_warmup=self.cfg.warmup_trials,
+                min_seconds=self.cfg.min_timing_s,
                 checked_rounds=checked,
                 on_checked_round=on_checked,
                 after_round=release,

@@ -60,6 +60,15 @@ def test_correct_candidate(evaluator, reference, examples_dir):
     assert v.environment.backend == "cpu"
 
 
+def test_timed_rounds_span_min_timing_s(evaluator, reference, examples_dir):
+    program = examples_dir / "fused_add_relu" / "candidate_correct.py"
+    v = run(evaluator, reference, program, perf_trials=5, min_timing_s=0.5)
+    assert v.status == "correct", v.errors
+    assert v.timings is not None and v.timings.min_timing_s == 0.5
+    n = v.timings.candidate.n
+    assert 5 < n <= 100 and v.timings.eager.n == n  # past perf_trials, within 20x of it
+
+
 def test_incorrect_candidate(evaluator, reference, examples_dir):
     v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_wrong.py")
     assert v.status == "incorrect"

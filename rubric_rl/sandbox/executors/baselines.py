@@ -35,6 +35,7 @@ def baseline_key(reference: str, config: SandboxConfig, device_name: str, torch_
         for k in (
             "perf_trials",
             "warmup_trials",
+            "min_timing_s",
             "compile_mode",
             "compile_baseline",
             "l2_flush",
