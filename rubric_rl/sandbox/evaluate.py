@@ -444,8 +444,10 @@ class Evaluator:
                     on_message=on_message,
                 )
             except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
+                where = process.where() if isinstance(e, Deadline) else ""  # a hung worker: where it hung
                 raise BaselineError(
                     f"baseline measurement failed ({type(e).__name__}): {process.describe_exit()}"
+                    + (f"; the worker was at: {where}" if where else "")
                 ) from None
         timing = next((m for m in messages if m.type == "timing"), None)
         if timing is None:

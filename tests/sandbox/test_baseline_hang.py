@@ -1,0 +1,38 @@
+"""A task baseline whose worker hangs fails with where the worker hung."""
+
+from pathlib import Path
+
+import pytest
+
+from rubric_rl.sandbox import Evaluator, SandboxConfig
+from rubric_rl.sandbox.evaluate import BaselineError
+
+REFERENCE = """
+import time
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        if x.numel() == 16:  # the timing's inputs, not the correctness trials' (a baseline runs no trials)
+            time.sleep(3600)
+        return x + 1
+
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_a_hung_baselines_error_says_where_the_worker_was(tmp_path: Path):
+    cfg = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", compile_baseline=False, run_timeout_s=8)
+    with pytest.raises(BaselineError) as caught:
+        Evaluator(cfg).measure_baseline(REFERENCE)
+    message = str(caught.value)
+    assert "Deadline" in message and "the worker was at:" in message, message
+    assert "forward" in message, message  # the reference's own frame: where it hung
