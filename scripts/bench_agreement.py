@@ -16,7 +16,8 @@ Protocols, from (a)'s to the sandbox's, one change at a time:
   sandbox           ``timing.run_rounds`` as Verdicts are timed: host clock, device-wide syncs, L2 flush.
 
 Each candidate is built once by torch's default ``load_inline`` (as in (a)); then ``--processes`` fresh processes,
-one at a time, each run every protocol ``--repeats`` times in turn. A protocol's spread over those runs is its own
+one at a time (``--cores``: on those CPUs, as the executor's workers time on its reserved cores), each run every
+protocol ``--repeats`` times in turn. A protocol's spread over those runs is its own
 noise; a step between two protocols that is larger than both noises is that step's effect on the speedup.
 ``--compare`` puts (a)'s speedup and the executor's (a bench_throughput.py report with its agreement table) beside
 them: when ``kernelbench`` reproduces (a) and ``sandbox`` reproduces the executor, the gap between (a) and the
@@ -139,6 +140,8 @@ def _protocol_runs(ref_path: str, cand_path: str, repeats: int, perf_trials: int
 
 
 def _child(args: argparse.Namespace) -> None:
+    if args.cores:  # before torch starts its threads: they inherit the mask
+        os.sched_setaffinity(0, _cores(args.cores))
     if args.build_only:
         from kernelbench_style_eval import load
 
@@ -146,6 +149,16 @@ def _child(args: argparse.Namespace) -> None:
         print(json.dumps({"built": True}))
         return
     print(json.dumps(_protocol_runs(*args.child, args.repeats, args.perf_trials, args.warmup)))
+
+
+def _cores(spec: str) -> set[int]:
+    try:
+        cores = {int(c) for c in spec.split(",") if c.strip()}
+    except ValueError:
+        raise SystemExit(f"--cores {spec!r}: expected comma-separated CPU numbers, e.g. 14,15") from None
+    if not cores or not cores <= os.sched_getaffinity(0):
+        raise SystemExit(f"--cores {spec!r}: not CPUs this process may run on ({sorted(os.sched_getaffinity(0))})")
+    return cores
 
 
 def _spawn(argv: list[str], ext_dir: Path, timeout: float) -> dict:
@@ -250,6 +263,12 @@ def main() -> None:
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per process")
+    ap.add_argument(
+        "--cores",
+        default="",
+        help="CPUs the timing processes run on, e.g. 14,15 (the executor's reserved timing cores on a 16-core host); "
+        "default: wherever the scheduler puts them",
+    )
     ap.add_argument("--compare", type=Path, default=None, help="a bench_throughput.py report")
     ap.add_argument("--from", dest="from_", type=Path, default=None, help="print an earlier report, measure nothing")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_agreement.json"))
@@ -266,6 +285,8 @@ def main() -> None:
 
     import torch
 
+    if args.cores:
+        _cores(args.cores)  # a bad spec fails here, before anything is built
     if not torch.cuda.is_available():
         raise SystemExit("bench_agreement times CUDA programs: it needs a GPU")
     from concurrent.futures import ThreadPoolExecutor
@@ -280,6 +301,7 @@ def main() -> None:
         "processes": args.processes,
         "repeats": args.repeats,
         "perf_trials": args.perf_trials,
+        "cores": args.cores or None,
         "candidates": {},
     }
     with tempfile.TemporaryDirectory(prefix="bench-agree-") as tmp:
@@ -323,6 +345,7 @@ def main() -> None:
                         str(args.perf_trials),
                         "--warmup",
                         str(args.warmup),
+                        *(["--cores", args.cores] if args.cores else []),
                     ],
                     d / "ext",
                     args.timeout,

@@ -140,7 +140,9 @@ class SandboxConfig(BaseModel):
         ge=0,
         description="Timed rounds go on past perf_trials until they span this many seconds (at most 20x "
         "perf_trials): a short program's 100 rounds take milliseconds, all inside one of the host's slow or quick "
-        "spells; spanning several, each model's median keeps to the host's usual state (timing.run_rounds).",
+        "spells; spanning several, each model's median keeps to the host's usual state (timing.run_rounds). Off by "
+        "default: on an H100 host, 1.0 s did not lower the CV of 4 candidates x 4 evaluations (L3-34 2.04 % "
+        "against 1.65 %, L1-12 0.58 % against 0.21 %).",
     )
     compile_baseline: bool = Field(default=True, description="Also time torch.compile of the reference.")
     compile_mode: CompileMode = Field(default="default", description="torch.compile mode of the baseline.")
