@@ -13,7 +13,11 @@ Protocols, from (a)'s to the sandbox's, one change at a time:
   events_flush      and the L2 flushed before each call (the sandbox's cuda backend);
   host_sync_warm    the sandbox's rounds (``timing.run_rounds``) with the flush left out: the host clock read
                     between device-wide synchronisations;
-  sandbox           ``timing.run_rounds`` as Verdicts are timed: host clock, device-wide syncs, L2 flush.
+  sandbox           ``timing.run_rounds`` as Verdicts are timed: host clock, device-wide syncs, L2 flush;
+  evaluator         the sandbox itself (``Evaluator.evaluate``: its build, a fresh worker, the Verdict's speedup),
+                    ``--evaluations`` times; evaluator_pinned: the same with the worker moved onto ``--cores`` for
+                    its rounds, as the executor moves it onto its reserved timing cores (alternating with the
+                    unpinned ones).
 
 Each candidate is built once by torch's default ``load_inline`` (as in (a)); then ``--processes`` fresh processes,
 one at a time (``--cores``: on those CPUs, as the executor's workers time on its reserved cores), each run every
@@ -39,6 +43,9 @@ from pathlib import Path
 from benchlib import REPO, cv, default_problems, discover, fmt, print_table, select, spread, write_json
 
 PROTOCOLS = ["kernelbench", "events", "events_flush", "host_sync_warm", "sandbox"]
+# The sandbox itself: Evaluator.evaluate (its own build, worker and Verdict), the worker timing where the scheduler
+# puts it, and moved onto --cores for its rounds as the executor moves it onto its reserved timing cores.
+EVALUATOR = ["evaluator", "evaluator_pinned"]
 
 
 def _protocol_runs(ref_path: str, cand_path: str, repeats: int, perf_trials: int, warmup: int) -> dict:
@@ -181,24 +188,44 @@ def _spawn(argv: list[str], ext_dir: Path, timeout: float) -> dict:
         return {"error": (proc.stderr or proc.stdout)[-400:]}
 
 
-def summarize_protocols(results: list[dict]) -> dict:
+def summarize_protocols(results: list[dict], names: list[str] = PROTOCOLS) -> dict:
     """Per protocol over every run of every process: median speedup, its CV, and the CV of the per-process medians
-    (the spread a fresh process brings, which is what separates (a) from one repeat of itself)."""
+    (the spread a fresh process brings, which is what separates (a) from one repeat of itself). Runs without a
+    speedup (an evaluation that was not correct) are left out."""
     out = {}
-    for p in PROTOCOLS:
-        per_process = [[r["speedup"] for r in res["runs"][p]] for res in results if "runs" in res]
-        flat = [s for runs in per_process for s in runs]
+    for p in names:
+        per_process = [[r for r in res["runs"].get(p, []) if r.get("speedup")] for res in results if "runs" in res]
+        flat = [r for runs in per_process for r in runs]
         if not flat:
             continue
         out[p] = {
-            "speedup": statistics.median(flat),
-            "cv": cv(flat),
-            "process_cv": cv([statistics.median(runs) for runs in per_process if runs]),
-            "speedups": flat,
-            "candidate_ms": statistics.median(r["candidate_ms"] for res in results for r in res["runs"][p]),
-            "eager_ms": statistics.median(r["eager_ms"] for res in results for r in res["runs"][p]),
+            "speedup": statistics.median(r["speedup"] for r in flat),
+            "cv": cv([r["speedup"] for r in flat]),
+            "process_cv": cv([statistics.median(r["speedup"] for r in runs) for runs in per_process if runs]),
+            "speedups": [r["speedup"] for r in flat],
+            "candidate_ms": statistics.median(r["candidate_ms"] for r in flat),
+            "eager_ms": statistics.median(r["eager_ms"] for r in flat),
         }
     return out
+
+
+def evaluator_runs(
+    reference: str, program: str, n: int, cores: set[int] | None, cache: Path, backend: str = "cuda"
+) -> list[dict]:
+    """``n`` evaluations by the sandbox itself, each one a fresh worker, alternating unpinned and (with ``cores``)
+    pinned for the rounds; one result per evaluation, shaped as a process's runs."""
+    from rubric_rl.sandbox import Evaluator, SandboxConfig
+
+    ev = Evaluator(SandboxConfig(backend=backend, cache_dir=cache, compile_baseline=False, profile_kernels=False))
+    results = []
+    for _ in range(n):
+        for label in EVALUATOR if cores else EVALUATOR[:1]:
+            v = ev.evaluate(reference, program, timing_cores=frozenset(cores) if label == "evaluator_pinned" else None)
+            run: dict = {"status": v.status, "speedup": v.speedup_eager}
+            if v.timings is not None and v.timings.candidate is not None and v.timings.eager is not None:
+                run.update(candidate_ms=v.timings.candidate.median_ms, eager_ms=v.timings.eager.median_ms)
+            results.append({"runs": {label: [run]}})
+    return results
 
 
 def compare_rows(report: dict, throughput: dict) -> list[list[str]]:
@@ -235,13 +262,13 @@ def print_report(report: dict, throughput: dict | None) -> None:
     for name, entry in report["candidates"].items():
         protos = entry.get("protocols", {})
         row = [name, {True: "yes", False: "no", None: "-"}[entry.get("correct")]]
-        for p in PROTOCOLS:
+        for p in PROTOCOLS + EVALUATOR:
             s = protos.get(p)
             row.append(f"{s['speedup']:.3f} ({100 * (s['cv'] or 0):.2f}%)" if s else "-")
         rows.append(row)
     print_table(
         f"speedup over eager by protocol, median (CV over {report['processes']} processes x {report['repeats']} runs)",
-        ["candidate", "allclose", *PROTOCOLS],
+        ["candidate", "allclose", *PROTOCOLS, *EVALUATOR],
         rows,
     )
     if throughput is not None:
@@ -268,6 +295,13 @@ def main() -> None:
         default="",
         help="CPUs the timing processes run on, e.g. 14,15 (the executor's reserved timing cores on a 16-core host); "
         "default: wherever the scheduler puts them",
+    )
+    ap.add_argument(
+        "--evaluations",
+        type=int,
+        default=3,
+        help="evaluations of each candidate by the sandbox itself (Evaluator), each way (unpinned; with --cores, "
+        "pinned to them for the rounds); 0: none",
     )
     ap.add_argument("--compare", type=Path, default=None, help="a bench_throughput.py report")
     ap.add_argument("--from", dest="from_", type=Path, default=None, help="print an earlier report, measure nothing")
@@ -306,6 +340,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="bench-agree-") as tmp:
         files = []
+        task_of = {path.stem: tid for tid, path in chosen}
         for tid, path in chosen:
             d = Path(tmp, path.stem)
             d.mkdir()
@@ -359,6 +394,19 @@ def main() -> None:
             entry["correct"] = None if not checks or None in checks else all(checks)
             entry["processes"] = results
             entry["protocols"] = summarize_protocols(results)
+            if args.evaluations:
+                t0 = time.monotonic()
+                evaluated = evaluator_runs(
+                    tasks[task_of[name]].code,
+                    (d / "cand.py").read_text(),
+                    args.evaluations,
+                    _cores(args.cores) if args.cores else None,
+                    Path(tmp, "sandbox-build"),
+                )
+                entry["evaluations"] = evaluated
+                entry["protocols"].update(summarize_protocols(evaluated, EVALUATOR))
+                speeds = {k: [r["speedup"] for e in evaluated for r in e["runs"].get(k, [])] for k in EVALUATOR}
+                print(f"{name} evaluations: {time.monotonic() - t0:.0f} s {speeds}", flush=True)
             write_json(args.out, report)
     write_json(args.out, report)
     print_report(report, throughput)
