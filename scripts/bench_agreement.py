@@ -336,6 +336,10 @@ def main() -> None:
         "repeats": args.repeats,
         "perf_trials": args.perf_trials,
         "cores": args.cores or None,
+        # What the timing processes inherit and the sandbox's workers do not (they start from a short list).
+        "environment": {
+            k: v for k, v in os.environ.items() if k.startswith(("CUDA", "TORCH", "PYTORCH", "OMP", "MKL", "TRITON"))
+        },
         "candidates": {},
     }
     with tempfile.TemporaryDirectory(prefix="bench-agree-") as tmp:

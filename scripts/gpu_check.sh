@@ -31,7 +31,10 @@ status=0
   nvcc --version | tail -1
   # The host under the timing cores: a launch-bound program's speedup follows its speed (Timings.host_*).
   lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU max MHz|Hypervisor)" || true
-  grep -H . /sys/devices/system/cpu/cpu1[45]/topology/thread_siblings_list 2>/dev/null || true; } 2>&1 | tee "$OUT/env.txt"
+  grep -H . /sys/devices/system/cpu/cpu1[45]/topology/thread_siblings_list 2>/dev/null || true
+  # Settings the machine gives every process but the sandbox's workers do not inherit (process._ENV_PASSTHROUGH):
+  # a benchmark process timing beside them runs under these.
+  env | grep -E "^(CUDA|TORCH|PYTORCH|OMP|MKL|NCCL|TRITON)[A-Z_]*=" | sort || true; } 2>&1 | tee "$OUT/env.txt"
 
 if [[ $phase == all || $phase == tests ]]; then
   # Side by side, every xdist process would run the module fixture that prebuilds all the test programs at
