@@ -2,7 +2,8 @@
 sandbox's, and under the steps between, in the same processes on one GPU.
 
     python scripts/bench_agreement.py --problems problems.jsonl [--n 5 | --only L1-12,...] [--processes 3]
-        [--repeats 2] [--compare runs/bench_throughput.json] [--out runs/bench_agreement.json]
+        [--repeats 2] [--protocols kernelbench,sandbox] [--builds default,evaluator_flags]
+        [--compare runs/bench_throughput.json] [--out runs/bench_agreement.json]
     python scripts/bench_agreement.py --from runs/bench_agreement.json --compare runs/bench_throughput.json
 
 Protocols, from (a)'s to the sandbox's, one change at a time:
@@ -19,7 +20,15 @@ Protocols, from (a)'s to the sandbox's, one change at a time:
                     its rounds, as the executor moves it onto its reserved timing cores (alternating with the
                     unpinned ones).
 
-Each candidate is built once by torch's default ``load_inline`` (as in (a)); then ``--processes`` fresh processes,
+Builds (``--builds``), each timed under every protocol (``--protocols``, default all):
+  default           torch's default ``load_inline`` with the candidate's own flags, as (a) builds it: host code
+                    (the torch glue that checks arguments, allocates and launches) at gcc's default -O0 when the
+                    candidate asks for no level;
+  evaluator_flags   the same build with the flags the sandbox adds to every build
+                    (``rubric_rl.sandbox.extension.EVALUATOR_FLAGS``: -O3 for host and device code), without its
+                    source split or precompiled header; columns ``PROTOCOL/evaluator_flags``.
+
+Each candidate is built once per build by torch's ``load_inline`` (as in (a)); then ``--processes`` fresh processes,
 one at a time (``--cores``: on those CPUs, as the executor's workers time on its reserved cores), each run every
 protocol ``--repeats`` times in turn. A protocol's spread over those runs is its own
 noise; a step between two protocols that is larger than both noises is that step's effect on the speedup.
@@ -43,12 +52,52 @@ from pathlib import Path
 from benchlib import REPO, cv, default_problems, discover, fmt, print_table, select, spread, write_json
 
 PROTOCOLS = ["kernelbench", "events", "events_flush", "host_sync_warm", "sandbox"]
+BUILDS = ["default", "evaluator_flags"]
 # The sandbox itself: Evaluator.evaluate (its own build, worker and Verdict), the worker timing where the scheduler
 # puts it, and moved onto --cores for its rounds as the executor moves it onto its reserved timing cores.
 EVALUATOR = ["evaluator", "evaluator_pinned"]
 
 
-def _protocol_runs(ref_path: str, cand_path: str, repeats: int, perf_trials: int, warmup: int) -> dict:
+def column(protocol: str, build: str) -> str:
+    """A table column: the protocol, and the build when it is not the default one."""
+    return protocol if build == "default" else f"{protocol}/{build}"
+
+
+def build_flags(build: str) -> tuple[list[str], list[str]]:
+    """The (host, nvcc) flags a build adds to the candidate's own ``load_inline`` flags."""
+    if build == "default":
+        return [], []
+    if build == "evaluator_flags":
+        from rubric_rl.sandbox.extension import EVALUATOR_FLAGS
+
+        return list(EVALUATOR_FLAGS["cuda"]["cflags"]), list(EVALUATOR_FLAGS["cuda"]["cuda_cflags"])
+    raise ValueError(f"unknown build {build!r}; expected one of {BUILDS}")
+
+
+def _load_candidate(cand_path: str, build: str):
+    """Execute the candidate, its ``load_inline`` given the build's flags after its own (timing processes must pass
+    the same flags as the build, or torch would build again)."""
+    import torch.utils.cpp_extension as cpp_extension
+    from kernelbench_style_eval import load
+
+    cflags, cuda_cflags = build_flags(build)
+    original = cpp_extension.load_inline
+
+    def load_inline(*args, **kwargs):
+        kwargs["extra_cflags"] = [*(kwargs.get("extra_cflags") or []), *cflags]
+        kwargs["extra_cuda_cflags"] = [*(kwargs.get("extra_cuda_cflags") or []), *cuda_cflags]
+        return original(*args, **kwargs)
+
+    cpp_extension.load_inline = load_inline  # the candidate's `from ... import load_inline` runs after this
+    try:
+        return load("candidate", Path(cand_path).read_text())
+    finally:
+        cpp_extension.load_inline = original
+
+
+def _protocol_runs(
+    ref_path: str, cand_path: str, repeats: int, perf_trials: int, warmup: int, protocols: list[str], build: str
+) -> dict:
     """Inside one fresh process: every protocol ``repeats`` times; speedups and medians per run."""
     import torch
     from kernelbench_style_eval import load, time_cuda
@@ -62,7 +111,7 @@ def _protocol_runs(ref_path: str, cand_path: str, repeats: int, perf_trials: int
     torch.manual_seed(42)
     init = ref.get_init_inputs()
     ref_model = ref.Model(*init).cuda()
-    cand = load("candidate", Path(cand_path).read_text())
+    cand = _load_candidate(cand_path, build)
     torch.manual_seed(42)
     new_model = cand.ModelNew(*init).cuda()
     backend = CudaBackend()
@@ -137,12 +186,14 @@ def _protocol_runs(ref_path: str, cand_path: str, repeats: int, perf_trials: int
         "host_sync_warm": lambda: sandbox_rounds(flush=False),
         "sandbox": lambda: sandbox_rounds(flush=True),
     }
-    out: dict = {"correct": correct, "runs": {p: [] for p in PROTOCOLS}}
+    out: dict = {"correct": correct, "runs": {column(p, build): [] for p in protocols}}
     for _ in range(repeats):
-        for p in PROTOCOLS:
+        for p in protocols:
             times = run[p]()
             cand_ms, eager_ms = statistics.median(times["candidate"]), statistics.median(times["eager"])
-            out["runs"][p].append({"candidate_ms": cand_ms, "eager_ms": eager_ms, "speedup": eager_ms / cand_ms})
+            out["runs"][column(p, build)].append(
+                {"candidate_ms": cand_ms, "eager_ms": eager_ms, "speedup": eager_ms / cand_ms}
+            )
     return out
 
 
@@ -150,12 +201,19 @@ def _child(args: argparse.Namespace) -> None:
     if args.cores:  # before torch starts its threads: they inherit the mask
         os.sched_setaffinity(0, _cores(args.cores))
     if args.build_only:
-        from kernelbench_style_eval import load
-
-        load("candidate", Path(args.child[1]).read_text())  # builds through torch's default load_inline
+        _load_candidate(args.child[1], args.build)  # builds through torch's load_inline
         print(json.dumps({"built": True}))
         return
-    print(json.dumps(_protocol_runs(*args.child, args.repeats, args.perf_trials, args.warmup)))
+    protocols = _names(args.protocols, PROTOCOLS, "--protocols")
+    print(json.dumps(_protocol_runs(*args.child, args.repeats, args.perf_trials, args.warmup, protocols, args.build)))
+
+
+def _names(spec: str, known: list[str], option: str) -> list[str]:
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
+    if not names or unknown:
+        raise SystemExit(f"{option} {spec!r}: expected comma-separated names from {', '.join(known)}")
+    return names
 
 
 def _cores(spec: str) -> set[int]:
@@ -258,17 +316,18 @@ def compare_rows(report: dict, throughput: dict) -> list[list[str]]:
 
 
 def print_report(report: dict, throughput: dict | None) -> None:
+    columns = report.get("columns") or PROTOCOLS + EVALUATOR  # reports before --builds: the default build's
     rows = []
     for name, entry in report["candidates"].items():
         protos = entry.get("protocols", {})
         row = [name, {True: "yes", False: "no", None: "-"}[entry.get("correct")]]
-        for p in PROTOCOLS + EVALUATOR:
+        for p in columns:
             s = protos.get(p)
             row.append(f"{s['speedup']:.3f} ({100 * (s['cv'] or 0):.2f}%)" if s else "-")
         rows.append(row)
     print_table(
         f"speedup over eager by protocol, median (CV over {report['processes']} processes x {report['repeats']} runs)",
-        ["candidate", "allclose", *PROTOCOLS, *EVALUATOR],
+        ["candidate", "allclose", *columns],
         rows,
     )
     if throughput is not None:
@@ -287,6 +346,11 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated candidate names or task ids instead")
     ap.add_argument("--processes", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=2, help="runs of every protocol in each process")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated, from " + ", ".join(PROTOCOLS))
+    ap.add_argument(
+        "--builds", default="default", help="comma-separated, from " + ", ".join(BUILDS) + " (see the module's text)"
+    )
+    ap.add_argument("--build", default="default", help=argparse.SUPPRESS)  # a child's build
     ap.add_argument("--perf-trials", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per process")
@@ -321,6 +385,9 @@ def main() -> None:
 
     if args.cores:
         _cores(args.cores)  # a bad spec fails here, before anything is built
+    protocols = _names(args.protocols, PROTOCOLS, "--protocols")
+    builds = _names(args.builds, BUILDS, "--builds")
+    columns = [column(p, b) for b in builds for p in protocols] + (EVALUATOR if args.evaluations else [])
     if not torch.cuda.is_available():
         raise SystemExit("bench_agreement times CUDA programs: it needs a GPU")
     from concurrent.futures import ThreadPoolExecutor
@@ -336,6 +403,7 @@ def main() -> None:
         "repeats": args.repeats,
         "perf_trials": args.perf_trials,
         "cores": args.cores or None,
+        "columns": columns,
         # What the timing processes inherit and the sandbox's workers do not (they start from a short list).
         "environment": {
             k: v for k, v in os.environ.items() if k.startswith(("CUDA", "TORCH", "PYTORCH", "OMP", "MKL", "TRITON"))
@@ -352,26 +420,29 @@ def main() -> None:
             Path(d, "cand.py").write_text(path.read_text())
             files.append((path.stem, d))
         started = time.monotonic()
-        with ThreadPoolExecutor(len(files)) as pool:  # builds side by side; nothing is timed meanwhile
-            built = list(
-                pool.map(
-                    lambda f: _spawn(
-                        ["--build-only", "--child", str(f[1] / "ref.py"), str(f[1] / "cand.py")],
-                        f[1] / "ext",
-                        args.timeout,
-                    ),
-                    files,
-                )
+        jobs = [(name, d, build) for name, d in files for build in builds]
+        with ThreadPoolExecutor(len(jobs)) as pool:  # builds side by side; nothing is timed meanwhile
+            done = pool.map(
+                lambda j: _spawn(
+                    ["--build-only", "--build", j[2], "--child", str(j[1] / "ref.py"), str(j[1] / "cand.py")],
+                    j[1] / f"ext-{j[2]}",
+                    args.timeout,
+                ),
+                jobs,
             )
-        print(f"built {sum('built' in b for b in built)} of {len(files)} in {time.monotonic() - started:.0f} s")
-        for (name, d), b in zip(files, built, strict=True):
-            entry: dict = {"build": b}
+            built = {(name, build): b for (name, _, build), b in zip(jobs, done, strict=True)}
+        n_built = sum("built" in b for b in built.values())
+        print(f"built {n_built} of {len(jobs)} in {time.monotonic() - started:.0f} s")
+        for name, d in files:
+            entry: dict = {"build": {build: built[name, build] for build in builds}}
             report["candidates"][name] = entry
-            if "built" not in b:
-                print(f"{name}: build failed: {b.get('error')}", flush=True)
+            failed = [build for build in builds if "built" not in built[name, build]]
+            for build in failed:
+                print(f"{name}: {build} build failed: {built[name, build].get('error')}", flush=True)
+            if failed:
                 continue
             results = []
-            for i in range(args.processes):  # one at a time: each has the GPU to itself
+            for i, build in ((i, b) for b in builds for i in range(args.processes)):  # one at a time: GPU to itself
                 t0 = time.monotonic()
                 res = _spawn(
                     [
@@ -384,20 +455,24 @@ def main() -> None:
                         str(args.perf_trials),
                         "--warmup",
                         str(args.warmup),
+                        "--protocols",
+                        ",".join(protocols),
+                        "--build",
+                        build,
                         *(["--cores", args.cores] if args.cores else []),
                     ],
-                    d / "ext",
+                    d / f"ext-{build}",
                     args.timeout,
                 )
                 results.append(res)
                 speeds = res
                 if "runs" in res:
-                    speeds = {p: [round(r["speedup"], 3) for r in res["runs"][p]] for p in PROTOCOLS}
-                print(f"{name} process {i}: {time.monotonic() - t0:.0f} s {speeds}", flush=True)
+                    speeds = {p: [round(r["speedup"], 3) for r in runs] for p, runs in res["runs"].items()}
+                print(f"{name} {build} process {i}: {time.monotonic() - t0:.0f} s {speeds}", flush=True)
             checks = [r.get("correct") for r in results if "runs" in r]
             entry["correct"] = None if not checks or None in checks else all(checks)
             entry["processes"] = results
-            entry["protocols"] = summarize_protocols(results)
+            entry["protocols"] = summarize_protocols(results, [c for c in columns if c not in EVALUATOR])
             if args.evaluations:
                 t0 = time.monotonic()
                 evaluated = evaluator_runs(

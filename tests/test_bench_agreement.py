@@ -47,3 +47,50 @@ def test_the_sandboxs_own_evaluations_alternate_unpinned_and_pinned(agreement, e
         assert run["status"] == "correct" and run["speedup"] > 0 and run["candidate_ms"] > 0
     summary = agreement.summarize_protocols(results, agreement.EVALUATOR)
     assert set(summary) == {"evaluator", "evaluator_pinned"}
+
+
+def test_a_build_adds_its_flags_after_the_candidates_own_and_restores_load_inline(agreement, tmp_path, monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    from rubric_rl.sandbox.extension import EVALUATOR_FLAGS
+
+    calls = []
+
+    def recorder(*args, **kwargs):
+        calls.append(kwargs)
+        return "extension"
+
+    monkeypatch.setattr(cpp_extension, "load_inline", recorder)
+    monkeypatch.syspath_prepend(str(Path(agreement.__file__).parent))  # the child's path: scripts/ importable
+    cand = tmp_path / "cand.py"
+    cand.write_text(
+        "from torch.utils.cpp_extension import load_inline\n"
+        "ext = load_inline(name='x', cpp_sources='', extra_cflags=['-DOWN'])\n"
+    )
+    assert agreement._load_candidate(str(cand), "default").ext == "extension"
+    assert agreement._load_candidate(str(cand), "evaluator_flags").ext == "extension"
+    assert calls[0]["extra_cflags"] == ["-DOWN"] and calls[0]["extra_cuda_cflags"] == []
+    assert calls[1]["extra_cflags"] == ["-DOWN", *EVALUATOR_FLAGS["cuda"]["cflags"]]
+    assert calls[1]["extra_cuda_cflags"] == EVALUATOR_FLAGS["cuda"]["cuda_cflags"]
+    assert cpp_extension.load_inline is recorder  # the build's wrapper is gone again
+    assert agreement.column("sandbox", "default") == "sandbox"
+    assert agreement.column("sandbox", "evaluator_flags") == "sandbox/evaluator_flags"
+    with pytest.raises(ValueError, match="unknown build"):
+        agreement.build_flags("O2")
+
+
+def test_unknown_protocols_or_builds_are_refused_by_name(agreement):
+    assert agreement._names("kernelbench, sandbox", agreement.PROTOCOLS, "--protocols") == ["kernelbench", "sandbox"]
+    with pytest.raises(SystemExit, match="--builds 'O3'.*default, evaluator_flags"):
+        agreement._names("O3", agreement.BUILDS, "--builds")
+    with pytest.raises(SystemExit, match="--protocols ''"):
+        agreement._names("", agreement.PROTOCOLS, "--protocols")
+
+
+def test_the_report_prints_the_columns_it_was_measured_with(agreement, capsys):
+    entry = {"correct": True, "protocols": {"sandbox/evaluator_flags": {"speedup": 1.25, "cv": 0.01}}}
+    agreement.print_report(
+        {"processes": 3, "repeats": 2, "columns": ["sandbox/evaluator_flags"], "candidates": {"L1-12": entry}}, None
+    )
+    out = capsys.readouterr().out
+    assert "sandbox/evaluator_flags" in out and "1.250 (1.00%)" in out
