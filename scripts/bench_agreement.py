@@ -216,13 +216,15 @@ def _names(spec: str, known: list[str], option: str) -> list[str]:
     return names
 
 
-def _cores(spec: str) -> set[int]:
+def _cores(spec: str) -> frozenset[int]:
+    from rubric_rl.sandbox.cpu_cores import available_cores, parse_cpu_list
+
     try:
-        cores = {int(c) for c in spec.split(",") if c.strip()}
+        cores = parse_cpu_list(spec)
     except ValueError:
-        raise SystemExit(f"--cores {spec!r}: expected comma-separated CPU numbers, e.g. 14,15") from None
-    if not cores or not cores <= os.sched_getaffinity(0):
-        raise SystemExit(f"--cores {spec!r}: not CPUs this process may run on ({sorted(os.sched_getaffinity(0))})")
+        raise SystemExit(f"--cores {spec!r}: expected a CPU list, e.g. 14,15 or 14-15") from None
+    if not cores or not cores <= available_cores():
+        raise SystemExit(f"--cores {spec!r}: not CPUs this process may run on ({sorted(available_cores())})")
     return cores
 
 
@@ -268,7 +270,7 @@ def summarize_protocols(results: list[dict], names: list[str] = PROTOCOLS) -> di
 
 
 def evaluator_runs(
-    reference: str, program: str, n: int, cores: set[int] | None, cache: Path, backend: str = "cuda"
+    reference: str, program: str, n: int, cores: frozenset[int] | None, cache: Path, backend: str = "cuda"
 ) -> list[dict]:
     """``n`` evaluations by the sandbox itself, each one a fresh worker, alternating unpinned and (with ``cores``)
     pinned for the rounds; one result per evaluation, shaped as a process's runs."""
@@ -278,7 +280,7 @@ def evaluator_runs(
     results = []
     for _ in range(n):
         for label in EVALUATOR if cores else EVALUATOR[:1]:
-            v = ev.evaluate(reference, program, timing_cores=frozenset(cores) if label == "evaluator_pinned" else None)
+            v = ev.evaluate(reference, program, timing_cores=cores if label == "evaluator_pinned" else None)
             run: dict = {"status": v.status, "speedup": v.speedup_eager}
             if v.timings is not None and v.timings.candidate is not None and v.timings.eager is not None:
                 run.update(candidate_ms=v.timings.candidate.median_ms, eager_ms=v.timings.eager.median_ms)

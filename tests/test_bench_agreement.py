@@ -37,7 +37,7 @@ def test_the_sandboxs_own_evaluations_alternate_unpinned_and_pinned(agreement, e
         (example / "reference.py").read_text(),
         (example / "candidate_correct.py").read_text(),
         1,
-        {min(os.sched_getaffinity(0))},  # a CPU this machine lets us use
+        frozenset({min(os.sched_getaffinity(0))}),  # a CPU this machine lets us use
         build_cache,
         backend="cpu",
     )
@@ -94,3 +94,15 @@ def test_the_report_prints_the_columns_it_was_measured_with(agreement, capsys):
     )
     out = capsys.readouterr().out
     assert "sandbox/evaluator_flags" in out and "1.250 (1.00%)" in out
+
+
+def test_cores_are_a_kernel_cpu_list_of_cpus_this_process_may_use(agreement):
+    first = min(os.sched_getaffinity(0))
+    assert agreement._cores(f"{first}-{first}") == frozenset({first})
+    assert agreement._cores(f"{first},") == frozenset({first})
+    with pytest.raises(SystemExit, match="expected a CPU list"):
+        agreement._cores("fourteen")
+    with pytest.raises(SystemExit, match="not CPUs this process may run on"):
+        agreement._cores("100000")
+    with pytest.raises(SystemExit, match="not CPUs this process may run on"):
+        agreement._cores("")
