@@ -99,7 +99,7 @@ def print_json(console: Console, text: str) -> None:
 
 def batch_table(summary: dict, verdicts_path) -> Table:
     """The compact table printed last by verify-batch: one row per candidate, then the totals."""
-    from rubric_rl.sandbox.batch import BatchRecord
+    from rubric_rl.batch import BatchRecord
 
     table = Table(title=f"{summary['candidates']} candidates ({summary['evaluated_now']} evaluated now)")
     table.add_column("candidate", overflow="fold", min_width=24)

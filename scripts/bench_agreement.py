@@ -25,7 +25,7 @@ Builds (``--builds``), each timed under every protocol (``--protocols``, default
                     (the torch glue that checks arguments, allocates and launches) at gcc's default -O0 when the
                     candidate asks for no level;
   evaluator_flags   the same build with the flags the sandbox adds to every build
-                    (``rubric_rl.sandbox.extension.EVALUATOR_FLAGS``: -O3 for host and device code), without its
+                    (``rubric_rl.sandbox.build.extension.EVALUATOR_FLAGS``: -O3 for host and device code), without its
                     source split or precompiled header; columns ``PROTOCOL/evaluator_flags``.
 
 Each candidate is built once per build by torch's ``load_inline`` (as in (a)); then ``--processes`` fresh processes,
@@ -68,7 +68,7 @@ def build_flags(build: str) -> tuple[list[str], list[str]]:
     if build == "default":
         return [], []
     if build == "evaluator_flags":
-        from rubric_rl.sandbox.extension import EVALUATOR_FLAGS
+        from rubric_rl.sandbox.build.extension import EVALUATOR_FLAGS
 
         return list(EVALUATOR_FLAGS["cuda"]["cflags"]), list(EVALUATOR_FLAGS["cuda"]["cuda_cflags"])
     raise ValueError(f"unknown build {build!r}; expected one of {BUILDS}")
@@ -103,8 +103,8 @@ def _protocol_runs(
     from kernelbench_style_eval import load, time_cuda
 
     from rubric_rl.sandbox.backends.cuda import CudaBackend
-    from rubric_rl.sandbox.inputs import make_inputs
-    from rubric_rl.sandbox.timing import run_rounds
+    from rubric_rl.sandbox.measure.inputs import make_inputs
+    from rubric_rl.sandbox.measure.timing import run_rounds
 
     torch.set_grad_enabled(False)  # as the sandbox's worker; (a) times inside torch.no_grad()
     ref = load("reference", Path(ref_path).read_text())
@@ -217,7 +217,7 @@ def _names(spec: str, known: list[str], option: str) -> list[str]:
 
 
 def _cores(spec: str) -> frozenset[int]:
-    from rubric_rl.sandbox.cpu_cores import available_cores, parse_cpu_list
+    from rubric_rl.sandbox.run.cpu_cores import available_cores, parse_cpu_list
 
     try:
         cores = parse_cpu_list(spec)

@@ -33,7 +33,7 @@ import torch
 from benchlib import fmt, print_table, write_json
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.correctness import compare_tensor, degenerate_task_flags, tolerance_for
+from rubric_rl.sandbox.measure.correctness import compare_tensor, degenerate_task_flags, tolerance_for
 
 
 def seconds(fn, repeats: int) -> list[float]:

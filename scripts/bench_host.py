@@ -74,7 +74,7 @@ def phase_summary(probes: list[dict], slow_python_us: float, interval: float) ->
 
 
 def _cpu_list(text: str) -> set[int]:
-    from rubric_rl.sandbox.cpu_cores import parse_cpu_list
+    from rubric_rl.sandbox.run.cpu_cores import parse_cpu_list
 
     cpus = parse_cpu_list(text)
     if not cpus:
@@ -96,7 +96,7 @@ def _starter(device: str, cpus: set[int] | None, stop: threading.Event, started:
 
 
 def _probe_for(seconds: float, interval: float, backend, device, origin: float) -> list[dict]:
-    from rubric_rl.sandbox.timing import host_probe
+    from rubric_rl.sandbox.measure.timing import host_probe
 
     probes = []
     end = time.monotonic() + seconds
@@ -121,7 +121,7 @@ def main() -> None:
         raise SystemExit("--seconds and --interval must be positive, --slow above 1")
 
     from rubric_rl.sandbox.backends import make_backend
-    from rubric_rl.sandbox.cpu_cores import available_cores, plan_cores
+    from rubric_rl.sandbox.run.cpu_cores import available_cores, plan_cores
 
     plan = plan_cores(["0"], 2) if args.device == "cuda" else plan_cores([], 0)
     pin = _cpu_list(args.pin) if args.pin else set(plan.timing.get("0", ()))

@@ -5,7 +5,7 @@
 Two ways, each from a forked sender to a receiver that ends holding the tensors:
   torch.save   what the protocol did until e58386c: ``torch.save`` into a buffer, one frame through a pipe of
                the default size (64 KiB on Linux), read back in 4 MiB chunks, ``torch.load(weights_only=True)``;
-  raw          ``rubric_rl.sandbox.protocol`` now: each tensor's bytes written straight into a widened pipe, read
+  raw          ``rubric_rl.sandbox.run.protocol`` now: each tensor's bytes written straight into a widened pipe, read
                into one buffer, tensors made as views of it after their descriptors are checked.
 On an H200 the correctness phase of a task with 256 MB outputs ships 14 such payloads.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from benchlib import fmt, print_table, write_json
 
-from rubric_rl.sandbox.protocol import Channel, Message, encode, unpack_tensors, widen_pipe
+from rubric_rl.sandbox.run.protocol import Channel, Message, encode, unpack_tensors, widen_pipe
 
 
 def _old_send(fd: int, values: list) -> None:

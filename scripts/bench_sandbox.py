@@ -36,9 +36,9 @@ from benchlib import (
 )
 
 from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.build.extension import prepare_build
 from rubric_rl.sandbox.executors import ExecutorConfig
 from rubric_rl.sandbox.executors.local import LocalExecutor
-from rubric_rl.sandbox.extension import prepare_build
 from rubric_rl.tasks import load_tasks
 
 

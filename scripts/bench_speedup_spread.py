@@ -27,7 +27,7 @@ from pathlib import Path
 from benchlib import REPO, cv, fmt, print_table, sandbox_overrides, within_evaluation_cv, write_json
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
-from rubric_rl.sandbox.timing import paired_ratio
+from rubric_rl.sandbox.measure.timing import paired_ratio
 
 EXAMPLE = REPO / "examples" / "fused_add_relu"
 

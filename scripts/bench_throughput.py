@@ -48,12 +48,12 @@ from benchlib import (
 )
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.build import Builder
+from rubric_rl.sandbox.build.builder import Builder
+from rubric_rl.sandbox.build.extension import prepare_build
 from rubric_rl.sandbox.evaluate import Evaluator
 from rubric_rl.sandbox.executors import ExecutorConfig
 from rubric_rl.sandbox.executors.base import default_build_workers
 from rubric_rl.sandbox.executors.local import LocalExecutor, visible_gpus
-from rubric_rl.sandbox.extension import prepare_build
 
 
 def build_cuts(

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rubric_rl.sandbox.timing import paired_ratio, summarize
+from rubric_rl.sandbox.measure.timing import paired_ratio, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CANDIDATES = REPO / "benchmarks" / "kernelbench"

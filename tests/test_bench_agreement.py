@@ -52,7 +52,7 @@ def test_the_sandboxs_own_evaluations_alternate_unpinned_and_pinned(agreement, e
 def test_a_build_adds_its_flags_after_the_candidates_own_and_restores_load_inline(agreement, tmp_path, monkeypatch):
     import torch.utils.cpp_extension as cpp_extension
 
-    from rubric_rl.sandbox.extension import EVALUATOR_FLAGS
+    from rubric_rl.sandbox.build.extension import EVALUATOR_FLAGS
 
     calls = []
 

@@ -51,7 +51,7 @@ def test_speedups_that_follow_the_host_launch_rate_correlate_with_it(benchlib):
 
 
 def test_rounds_stretched_by_another_process_are_reported_as_disturbed(benchlib):
-    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.measure.timing import summarize
     from rubric_rl.sandbox.verdict import Timings
 
     class Verdict:  # the fields disturbed_timings reads

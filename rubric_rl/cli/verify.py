@@ -126,7 +126,7 @@ def verify_batch(
     """Evaluate a file of candidates; each Verdict is appended as it arrives, and a rerun resumes."""
     import asyncio
 
-    from rubric_rl.sandbox.batch import BatchInputError, read_candidates
+    from rubric_rl.batch import BatchInputError, read_candidates
     from rubric_rl.sandbox.executors import ExecutorConfig
 
     try:
@@ -198,7 +198,7 @@ async def _run_batch(task_map, rows, cfg, exec_cfg, out, extra, *, quiet: bool):
     import sys
     import time
 
-    from rubric_rl.sandbox.batch import load_done, run_batch
+    from rubric_rl.batch import load_done, run_batch
     from rubric_rl.sandbox.executors import make_executor
 
     todo = len(rows) - len(load_done(out / "verdicts.jsonl"))

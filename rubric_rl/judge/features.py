@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rubric_rl.sandbox.native_checks import kernel_names, strip_comments_and_strings
+from rubric_rl.sandbox.checks.native import kernel_names, strip_comments_and_strings
 
 OpClass = Literal["heavy", "medium", "light"]
 

@@ -30,9 +30,9 @@ from rubric_rl.judge.record import JudgeIdentity, Judgment, SampleRecord
 from rubric_rl.judge.request import JudgeRequest
 from rubric_rl.judge.rubric import Dimension, Rubric, RubricError, load_rubric
 from rubric_rl.judge.scoring import assemble
+from rubric_rl.sandbox.checks.guard import forbidden_ops
+from rubric_rl.sandbox.checks.static import check_program
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.guard import forbidden_ops
-from rubric_rl.sandbox.static_checks import check_program
 from rubric_rl.sandbox.verdict import Finding, Verdict
 
 HEURISTIC_VERSION = 1

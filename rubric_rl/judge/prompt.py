@@ -25,7 +25,7 @@ from typing import Any
 from rubric_rl.judge.parsing import answer_skeleton
 from rubric_rl.judge.request import JudgeRequest
 from rubric_rl.judge.rubric import PromptTemplate, Rubric
-from rubric_rl.sandbox.guard import forbidden_ops
+from rubric_rl.sandbox.checks.guard import forbidden_ops
 from rubric_rl.sandbox.verdict import Verdict
 
 Message = dict[str, str]

@@ -54,8 +54,8 @@ def default_cache_dir() -> Path:
 
 
 class HackPolicy(BaseModel):
-    """What the candidate is allowed to do besides running its own kernels (see rubric_rl.sandbox.static_checks
-    and rubric_rl.sandbox.guard). ``rules`` overrides the severity of named rules."""
+    """What the candidate is allowed to do besides running its own kernels (see rubric_rl.sandbox.checks.static
+    and rubric_rl.sandbox.checks.guard). ``rules`` overrides the severity of named rules."""
 
     rules: dict[str, Severity] = Field(
         default_factory=dict, description="Rule id -> error | warn | off; rules not named keep their default."
@@ -129,7 +129,8 @@ class SandboxConfig(BaseModel):
         default_factory=default_reference_cache_mb,
         ge=0,
         description="Evaluator memory for reference outputs reused across a task's candidates (same reference, "
-        "trial plan and device; see rubric_rl.sandbox.reference_cache); 0 runs the reference for every candidate. "
+        "trial plan and device; see rubric_rl.sandbox.measure.reference_cache); 0 runs the reference for every "
+        "candidate. "
         "Default: an eighth of the host's memory.",
     )
     measure_performance: bool = Field(default=True, description="Time the candidate against eager (and compile).")
@@ -195,7 +196,7 @@ class SandboxConfig(BaseModel):
     split_sources: bool = Field(
         default=True,
         description="Rewrite candidates whose .cu holds the torch glue into a kernel-only .cu plus a .cpp glue "
-        "file when that is provably safe (faster nvcc); see rubric_rl.sandbox.source_split.",
+        "file when that is provably safe (faster nvcc); see rubric_rl.sandbox.build.source_split.",
     )
     split_glue_opt_level: Literal["-O0", "-O1", "-O2", "-O3"] = Field(
         default="-O1",

@@ -25,21 +25,21 @@ import torch
 from pydantic import BaseModel, Field
 
 from rubric_rl import __version__
-from rubric_rl.sandbox.build import Builder, BuildOutcome
-from rubric_rl.sandbox.capture_cache import CaptureCache
+from rubric_rl.sandbox.build.builder import Builder, BuildOutcome
+from rubric_rl.sandbox.build.capture_cache import CaptureCache
+from rubric_rl.sandbox.build.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
+from rubric_rl.sandbox.checks.guard import forbidden_ops
+from rubric_rl.sandbox.checks.native import check_native_sources, kernel_names
+from rubric_rl.sandbox.checks.static import check_program
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
-from rubric_rl.sandbox.cpu_cores import available_cores, pin_process
-from rubric_rl.sandbox.device_gate import DeviceGate, GateHold
-from rubric_rl.sandbox.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
-from rubric_rl.sandbox.guard import forbidden_ops
-from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
-from rubric_rl.sandbox.process import WorkerProcess
-from rubric_rl.sandbox.profiling import attribute_kernels, side_streams
-from rubric_rl.sandbox.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
-from rubric_rl.sandbox.reference_cache import KnownReference, ReferenceCache, reference_key
-from rubric_rl.sandbox.static_checks import check_program
-from rubric_rl.sandbox.timing import summarize
+from rubric_rl.sandbox.measure.correctness import compare_host_outputs, compare_outputs, degenerate_task_flags
+from rubric_rl.sandbox.measure.profiling import attribute_kernels, side_streams
+from rubric_rl.sandbox.measure.reference_cache import KnownReference, ReferenceCache, reference_key
+from rubric_rl.sandbox.measure.timing import summarize
+from rubric_rl.sandbox.run.cpu_cores import available_cores, pin_process
+from rubric_rl.sandbox.run.device_gate import DeviceGate, GateHold
+from rubric_rl.sandbox.run.process import WorkerProcess
+from rubric_rl.sandbox.run.protocol import Channel, Deadline, Message, ProtocolError, WorkerGone, unpack_tensors
 from rubric_rl.sandbox.verdict import (
     Environment,
     ExtensionBuild,

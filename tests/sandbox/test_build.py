@@ -13,9 +13,9 @@ import psutil
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.build import Builder
-from rubric_rl.sandbox.extension import ExtensionSpec, prepare_build
-from rubric_rl.sandbox.job_server import SERVER_COMMAND, job_server
+from rubric_rl.sandbox.build.builder import Builder
+from rubric_rl.sandbox.build.extension import ExtensionSpec, prepare_build
+from rubric_rl.sandbox.build.job_server import SERVER_COMMAND, job_server
 
 
 class Interrupted(Exception):
@@ -108,7 +108,7 @@ def test_a_build_whose_job_server_dies_is_an_infra_error_and_the_next_build_gets
 
 
 def test_the_job_server_starts_without_a_word_on_stderr():
-    # Started as ``-m rubric_rl.sandbox.job_server`` it printed runpy's RuntimeWarning (the package had imported
+    # Started as ``-m rubric_rl.sandbox.build.job_server`` it printed runpy's RuntimeWarning (the package had imported
     # the module already) on the builder's stderr at every start.
     proc = subprocess.run(SERVER_COMMAND, input=b"", capture_output=True, timeout=120, check=False)
     assert proc.returncode == 0 and proc.stderr == b"" and proc.stdout == b"", proc.stderr.decode()

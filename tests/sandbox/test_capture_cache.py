@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
-from rubric_rl.sandbox.capture_cache import CaptureCache
-from rubric_rl.sandbox.extension import ExtensionSpec
+from rubric_rl.sandbox.build.capture_cache import CaptureCache
+from rubric_rl.sandbox.build.extension import ExtensionSpec
 
 
 def _spec(name: str = "fused") -> ExtensionSpec:

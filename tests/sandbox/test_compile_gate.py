@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.compile_gate import benchmarks_admitted
-from rubric_rl.sandbox.device_gate import DeviceGate
+from rubric_rl.sandbox.run.compile_gate import benchmarks_admitted
+from rubric_rl.sandbox.run.device_gate import DeviceGate
 
 benchmarking = pytest.importorskip("torch._inductor.runtime.benchmarking")
 HAS_LOCK_HOOK = hasattr(benchmarking, "set_gpu_benchmark_lock_context")
@@ -186,7 +186,7 @@ def test_a_compile_timed_beside_its_candidate_asks_for_the_device_for_its_benchm
     compiling, examples_dir, monkeypatch
 ):
     from rubric_rl.sandbox import Evaluator
-    from rubric_rl.sandbox.protocol import Channel
+    from rubric_rl.sandbox.run.protocol import Channel
 
     events: list[str] = []
     recv = Channel.recv

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from rubric_rl.sandbox.compile_log import MAX_ERRORS, build_source_map, digest_compiler_output
+from rubric_rl.sandbox.build.compile_log import MAX_ERRORS, build_source_map, digest_compiler_output
 
 CANDIDATE = '''import torch
 cuda_src = """

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
-from rubric_rl.sandbox.build import Builder
-from rubric_rl.sandbox.extension import ExtensionSpec, prepare_build
+from rubric_rl.sandbox.build.builder import Builder
+from rubric_rl.sandbox.build.extension import ExtensionSpec, prepare_build
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
 

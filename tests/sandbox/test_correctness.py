@@ -5,7 +5,7 @@ import torch
 
 from rubric_rl.sandbox import SandboxConfig, correctness
 from rubric_rl.sandbox.config import Tolerance
-from rubric_rl.sandbox.correctness import compare_outputs, compare_tensor, degenerate_task_flags
+from rubric_rl.sandbox.measure.correctness import compare_outputs, compare_tensor, degenerate_task_flags
 
 TOL = Tolerance(atol=1e-4, rtol=1e-4)
 
@@ -153,7 +153,7 @@ def test_degenerate_flags_on_outputs_larger_than_a_chunk(monkeypatch):
 def test_a_host_comparison_chunk_runs_each_op_on_the_calling_thread():
     # Chunks above ATen's grain size (32768 elements) open an OpenMP region per op; with several processes
     # comparing at once on the H200 host, those regions stalled one 256 MB comparison for over 150 s.
-    import rubric_rl.sandbox.correctness as correctness
+    import rubric_rl.sandbox.measure.correctness as correctness
 
     assert correctness._chunk_size(torch.empty(0)) <= 32768
 

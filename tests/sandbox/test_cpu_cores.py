@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rubric_rl.sandbox.cpu_cores import parse_cpu_list, physical_cores, pin_process, plan_cores, thread_affinities
+from rubric_rl.sandbox.run.cpu_cores import parse_cpu_list, physical_cores, pin_process, plan_cores, thread_affinities
 
 linux_only = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity (Linux)")
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from rubric_rl.sandbox.device_gate import DeviceGate, GateHold
+from rubric_rl.sandbox.run.device_gate import DeviceGate, GateHold
 
 
 def _in_thread(fn) -> threading.Thread:

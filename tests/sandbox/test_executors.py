@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from rubric_rl.batch import BatchInputError, load_done, read_candidates, run_batch
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.batch import BatchInputError, load_done, read_candidates, run_batch
-from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.executors import ExecutorConfig, make_executor
+from rubric_rl.sandbox.run.device_gate import DeviceGate
 from rubric_rl.tasks import load_tasks
 
 pytestmark = pytest.mark.slow
@@ -221,7 +221,7 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     # torch.compile, the correctness trials must not wait for it, and the timing must use it once it is there.
     from rubric_rl.sandbox import Evaluator
     from rubric_rl.sandbox.evaluate import TaskBaseline
-    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.measure.timing import summarize
 
     cfg = sandbox.model_copy(update={"compile_baseline": True})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
@@ -357,7 +357,7 @@ def test_a_spare_worker_imports_what_the_load_stage_needs_before_its_setup(sandb
     # The load stage was mostly the op guard's first import of torch._dynamo (1.6 s of 1.7 s on 2 cores; on
     # the H200 with 4 slots the load stage averaged 5.8 s): a spare worker imports it while it waits.
     from rubric_rl.sandbox import Evaluator
-    from rubric_rl.sandbox.process import WorkerProcess
+    from rubric_rl.sandbox.run.process import WorkerProcess
 
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
@@ -391,7 +391,7 @@ def test_a_baseline_is_measured_on_the_warm_worker_it_is_given_and_says_where_it
     # Baselines started a fresh interpreter each (importing torch while the candidates waited for them); the
     # executor now hands each baseline lane a spare, and the baseline records its worker's phases.
     from rubric_rl.sandbox import Evaluator
-    from rubric_rl.sandbox.process import WorkerProcess
+    from rubric_rl.sandbox.run.process import WorkerProcess
 
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     ev = Evaluator(sandbox)
@@ -416,7 +416,7 @@ def test_a_spare_imports_torch_compile_before_its_setup(sandbox, examples_dir):
     # torch.compile's imports (torch._dynamo and inductor, 2 s on 2 cores idle), paid while builds load every
     # core. A spare imports them while it waits; its compile phase is then little more than the first call.
     from rubric_rl.sandbox import Evaluator
-    from rubric_rl.sandbox.process import WorkerProcess
+    from rubric_rl.sandbox.run.process import WorkerProcess
 
     compiling = sandbox.model_copy(update={"compile_baseline": True})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
@@ -440,7 +440,7 @@ def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examp
     # On the H200 the exclusive hold lasted until the timed rounds' checked outputs (2 GB for a 256 MB task)
     # had crossed the pipe: 30 s of timing wall for 1 s of rounds, every other evaluation waiting.
     from rubric_rl.sandbox import Evaluator
-    from rubric_rl.sandbox.protocol import Channel
+    from rubric_rl.sandbox.run.protocol import Channel
 
     arrived: list[float] = []
     recv = Channel.recv
@@ -469,8 +469,8 @@ def test_timings_run_on_the_reserved_cores_and_everything_else_off_them(sandbox,
     # On the H200 a launch-bound program's timings stretched by up to 2x while builds and torch.compile
     # warm-ups ran on every core: its device's timing cores are its own while it times, and nothing else
     # the executor starts runs there.
-    from rubric_rl.sandbox.cpu_cores import thread_affinities
     from rubric_rl.sandbox.executors.local import LocalExecutor
+    from rubric_rl.sandbox.run.cpu_cores import thread_affinities
 
     mine = frozenset(os.sched_getaffinity(0))
     ex = LocalExecutor(sandbox, ExecutorConfig(build_workers=1, cpu_slots=1, timing_cores_per_device=1))

@@ -1,7 +1,7 @@
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.extension import SpecError, prepare_build, spec_from_call
+from rubric_rl.sandbox.build.extension import SpecError, prepare_build, spec_from_call
 
 
 def spec(**kw):

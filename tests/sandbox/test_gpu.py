@@ -196,7 +196,7 @@ def test_a_fingerprint_on_the_gpu_is_the_one_on_the_host():
     # int64 wrap-around (a row of 4096 largest int32 words, weighted by 4096 rows, overflows it).
     import torch
 
-    from rubric_rl.sandbox.inputs import fingerprint
+    from rubric_rl.sandbox.measure.inputs import fingerprint
 
     values = [
         torch.randn(3 * 4096 + 5),
@@ -211,7 +211,7 @@ def test_torch_compiles_benchmarks_on_the_gpu_are_admitted_by_the_gate(evaluator
     # Inductor tunes its kernels on the GPU during a compile warm-up, which holds no gate: on an H100 another
     # task's warm-up stretched an L1 task's timed rounds from 4.3 ms to 5.1-9.7 ms. Each benchmark now asks the
     # gate (shared), and a baseline takes the gate shared for nothing else.
-    from rubric_rl.sandbox.device_gate import DeviceGate
+    from rubric_rl.sandbox.run.device_gate import DeviceGate
 
     cfg = evaluator.config.model_copy(update={"compile_baseline": True})
     reference = (

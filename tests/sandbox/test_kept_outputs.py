@@ -13,7 +13,7 @@ import torch
 from rubric_rl.sandbox import Evaluator, SandboxConfig, correctness
 from rubric_rl.sandbox.config import Tolerance
 from rubric_rl.sandbox.evaluate import _Run
-from rubric_rl.sandbox.inputs import fingerprint, sample_pairs, subsample
+from rubric_rl.sandbox.measure.inputs import fingerprint, sample_pairs, subsample
 from rubric_rl.sandbox.verdict import TrialResult
 
 TINY_MB = 1e-6  # every trial's outputs are "too large": the whole kept path runs on the small example
@@ -223,7 +223,7 @@ def test_a_timed_round_compared_in_the_worker_is_spot_checked():
 
 
 def test_a_passing_worker_comparison_without_its_sample_breaks_the_protocol():
-    from rubric_rl.sandbox.protocol import ProtocolError
+    from rubric_rl.sandbox.run.protocol import ProtocolError
 
     with pytest.raises(ProtocolError):
         _timed_round({"round": 0, "seed": 1, "device_result": _forged()}, [], [])
@@ -254,7 +254,7 @@ def test_a_reference_computed_again_with_other_bits_is_held_to_its_sample_from_b
 
 
 def test_a_resample_of_a_kept_reference_breaks_the_protocol():
-    from rubric_rl.sandbox.protocol import ProtocolError
+    from rubric_rl.sandbox.run.protocol import ProtocolError
 
     r = torch.randn(8)
     body = {"device_result": _forged(), "reference_intact": False, "reference_resampled": True}
@@ -263,7 +263,7 @@ def test_a_resample_of_a_kept_reference_breaks_the_protocol():
 
 
 def test_a_kept_trial_without_its_result_breaks_the_protocol():
-    from rubric_rl.sandbox.protocol import ProtocolError
+    from rubric_rl.sandbox.run.protocol import ProtocolError
 
     with pytest.raises(ProtocolError):
         _kept_trial({"reference_intact": True}, [])
@@ -304,7 +304,7 @@ def test_a_candidate_writing_into_inputs_drawn_again_is_caught(kept, examples_di
 
 def test_heavy_tailed_inputs_are_drawn_a_chunk_at_a_time_the_same_every_time(monkeypatch):
     # Student-t's sampler made 30 GB of temporaries for KernelBench L1-19's 6 GB input, beside the kept outputs.
-    from rubric_rl.sandbox import inputs
+    from rubric_rl.sandbox.measure import inputs
 
     monkeypatch.setattr(inputs, "_REDRAW_CHUNK", 4096)
     shape = (37, 1000)  # not a whole number of chunks

@@ -383,7 +383,7 @@ def test_only_a_failure_for_memory_is_retried(status):
 def _timed_correct(task_id: str, baseline) -> Verdict:
     """A correct verdict with timings: eager and compile timed beside the candidate where no ``baseline`` was
     given (the worker compiled the reference itself), else the baseline's compile reused."""
-    from rubric_rl.sandbox.timing import summarize
+    from rubric_rl.sandbox.measure.timing import summarize
     from rubric_rl.sandbox.verdict import Timings
 
     if baseline is None:

@@ -1,8 +1,8 @@
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.extension import prepare_build, spec_from_call
-from rubric_rl.sandbox.native_checks import check_native_sources, kernel_names
+from rubric_rl.sandbox.build.extension import prepare_build, spec_from_call
+from rubric_rl.sandbox.checks.native import check_native_sources, kernel_names
 
 KERNEL = """
 #include <cuda_runtime.h>

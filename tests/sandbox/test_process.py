@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.process import WorkerProcess
+from rubric_rl.sandbox.run.process import WorkerProcess
 
 # Allocates 20 MB, notes the program break, frees it: does the buffer come from the heap, and does the heap keep it?
 _HEAP_PROBE = """
@@ -62,7 +62,7 @@ def _persona(pid: int) -> int:
 
 @pytest.mark.skipif(platform.system() != "Linux", reason="personality(2) is Linux's")
 def test_workers_can_start_with_one_address_layout(tmp_path):
-    from rubric_rl.sandbox.process import _ADDR_NO_RANDOMIZE, fixed_address_layout
+    from rubric_rl.sandbox.run.process import _ADDR_NO_RANDOMIZE, fixed_address_layout
 
     probe = subprocess.run(
         [sys.executable, "-c", "print(open('/proc/self/personality').read())"],

@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-from rubric_rl.sandbox.protocol import (
+from rubric_rl.sandbox.run.protocol import (
     Channel,
     Deadline,
     ProtocolError,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
-from rubric_rl.sandbox.reference_cache import KnownReference, ReferenceCache, reference_key
+from rubric_rl.sandbox.measure.reference_cache import KnownReference, ReferenceCache, reference_key
 
 
 def _known(mb: float, on_device: bool = False) -> KnownReference:

@@ -1,6 +1,6 @@
 import pytest
 
-from rubric_rl.sandbox.source_split import split_glue_from_kernels
+from rubric_rl.sandbox.build.source_split import split_glue_from_kernels
 
 SIMPLE = r"""
 #include <torch/extension.h>

@@ -1,7 +1,7 @@
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.static_checks import check_program
+from rubric_rl.sandbox.checks.static import check_program
 
 HEADER = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
 EXT = (

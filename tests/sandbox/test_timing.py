@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from rubric_rl.sandbox.timing import choose_checked_rounds, host_probe, paired_ratio, run_rounds
+from rubric_rl.sandbox.measure.timing import choose_checked_rounds, host_probe, paired_ratio, run_rounds
 
 
 class _Clock:

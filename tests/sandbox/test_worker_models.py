@@ -4,7 +4,7 @@ import torch
 
 from rubric_rl.sandbox.backends.cpu import CpuBackend
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.worker import Worker
+from rubric_rl.sandbox.run.worker import Worker
 
 
 class Recorder(torch.nn.Module):

@@ -26,16 +26,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from rubric_rl.sandbox.build import Builder
+from rubric_rl.sandbox.build.builder import Builder
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
-from rubric_rl.sandbox.device_gate import DeviceGate
 from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, default_build_workers, infra_verdict
 from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineLanes
 from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
-from rubric_rl.sandbox.process import WorkerProcess
+from rubric_rl.sandbox.run.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
+from rubric_rl.sandbox.run.device_gate import DeviceGate
+from rubric_rl.sandbox.run.process import WorkerProcess
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
+from rubric_rl.sandbox.build.extension import PreparedBuild
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.extension import PreparedBuild
 from rubric_rl.sandbox.verdict import Finding
 
 _COMMENTS_AND_STRINGS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)

@@ -101,7 +101,7 @@ class AuditGuard:
             self.workdir,
             sysconfig.get_paths()["stdlib"],
             sysconfig.get_paths()["platstdlib"],
-            str(Path(__file__).resolve().parents[1]),
+            str(Path(__file__).resolve().parents[2]),
             "/proc/self",
             "/proc/cpuinfo",
             "/proc/meminfo",

@@ -1,12 +1,12 @@
 """One extension build: ``run_forked`` in a job the build job server forked, or by hand as
-``python -m rubric_rl.sandbox.compile_job REQUEST.json``.
+``python -m rubric_rl.sandbox.build.compile_job REQUEST.json``.
 
 It drives torch's own ``load_inline`` machinery (source assembly, bindings, ninja file, flags) into a build
 directory the builder chose, with these changes: the built library is not imported here (loading untrusted
 native code is the execution worker's business, inside its sandbox), and in ``objects`` mode only the object
 files are compiled (a compile-only check that needs no CUDA runtime and no GPU). It writes ``result.json``
 into the build directory. With ``pch_root`` set, the host compiler loads a shared precompiled
-``torch/extension.h`` (see ``rubric_rl.sandbox.pch``). It runs in its own session so that the builder
+``torch/extension.h`` (see ``rubric_rl.sandbox.build.pch``). It runs in its own session so that the builder
 can kill the whole compiler tree on timeout.
 """
 
@@ -29,7 +29,7 @@ def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
 
     While this build makes the shared PCH, the objects that do not include it (the CUDA sources: nvcc, no host
     flags) are compiled beside it. A build that finds another one making it reads the real headers instead of
-    waiting (see ``rubric_rl.sandbox.pch``)."""
+    waiting (see ``rubric_rl.sandbox.build.pch``)."""
 
     def ninja(build_directory: str, targets: list[str]) -> tuple[subprocess.Popen[bytes], IO[bytes]]:
         command = ["ninja", "-v", *targets]
@@ -50,7 +50,7 @@ def _ninja_runner(mode: str, pch_root: str | None, pch_timeout_s: float):
         main_cpp = Path(build_directory, "main.cpp")
         objects = re.findall(r"^build (\S+\.o): (\S+)", text, flags=re.MULTILINE)
         if pch_root and main_cpp.exists() and main_cpp.read_text().startswith("#include <torch/extension.h>"):
-            from rubric_rl.sandbox.pch import claim_pch, make_pch, pch_plan, use_pch
+            from rubric_rl.sandbox.build.pch import claim_pch, make_pch, pch_plan, use_pch
 
             plan = pch_plan(Path(pch_root), text)
             if plan is not None:
@@ -140,7 +140,7 @@ def main(request_path: str) -> int:
 
 
 def run_forked(request_path: str, env: dict[str, str], log_path: str, cores: list[int] | None) -> None:
-    """``main`` in a job forked by the build job server (``rubric_rl.sandbox.job_server``): a session of its
+    """``main`` in a job forked by the build job server (``rubric_rl.sandbox.build.job_server``): a session of its
     own (the builder kills the whole compiler tree on timeout), output into ``log_path``, the builder's
     environment and CPUs as they are now, not as they were when the server started."""
     os.setsid()

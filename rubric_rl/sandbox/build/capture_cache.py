@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from rubric_rl.sandbox.extension import ExtensionSpec
+from rubric_rl.sandbox.build.extension import ExtensionSpec
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from rubric_rl.sandbox.compile_log import build_source_map, digest_compiler_output
-from rubric_rl.sandbox.extension import PreparedBuild
-from rubric_rl.sandbox.job_server import Job, JobServerGone, job_server
-from rubric_rl.sandbox.proctree import kill_tree
+from rubric_rl.sandbox.build.compile_log import build_source_map, digest_compiler_output
+from rubric_rl.sandbox.build.extension import PreparedBuild
+from rubric_rl.sandbox.build.job_server import Job, JobServerGone, job_server
+from rubric_rl.sandbox.run.proctree import kill_tree
 
 log = logging.getLogger(__name__)
 

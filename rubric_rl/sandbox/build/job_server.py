@@ -54,9 +54,9 @@ class Job:
         return int(self._last["exit"])
 
 
-# Not ``-m rubric_rl.sandbox.job_server``: the package's __init__ imports this module before runpy runs it as
+# Not ``-m rubric_rl.sandbox.build.job_server``: the package's __init__ imports this module before runpy runs it as
 # __main__, a second copy of it, and Python warns about that on the builder's stderr at every server start.
-SERVER_COMMAND = [sys.executable, "-c", "from rubric_rl.sandbox.job_server import serve; serve()"]
+SERVER_COMMAND = [sys.executable, "-c", "from rubric_rl.sandbox.build.job_server import serve; serve()"]
 
 
 class JobServer:
@@ -166,8 +166,8 @@ def serve() -> None:
     os.dup2(2, 1)
     from torch.utils import cpp_extension  # noqa: F401  (imported here once, for every job forked after)
 
-    from rubric_rl.sandbox import compile_job
-    from rubric_rl.sandbox.proctree import kill_tree
+    from rubric_rl.sandbox.build import compile_job
+    from rubric_rl.sandbox.run.proctree import kill_tree
 
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

@@ -24,9 +24,9 @@ from pathlib import Path
 import psutil
 
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.cpu_cores import available_cores
-from rubric_rl.sandbox.proctree import kill_tree
-from rubric_rl.sandbox.protocol import Channel, widen_pipe
+from rubric_rl.sandbox.run.cpu_cores import available_cores
+from rubric_rl.sandbox.run.proctree import kill_tree
+from rubric_rl.sandbox.run.protocol import Channel, widen_pipe
 
 _ENV_PASSTHROUGH = (
     "PATH",
@@ -59,7 +59,7 @@ _SIGNAL_WORDS = {
 
 
 def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
+    return str(Path(__file__).resolve().parents[3])
 
 
 _ADDR_NO_RANDOMIZE = 0x0040000  # linux/personality.h
@@ -163,7 +163,7 @@ class WorkerProcess:
                     sys.executable,
                     "-s",
                     "-m",
-                    "rubric_rl.sandbox.worker",
+                    "rubric_rl.sandbox.run.worker",
                     str(to_child_r),
                     str(from_child_w),
                     *(["--ahead"] if self.ahead else []),

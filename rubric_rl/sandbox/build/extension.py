@@ -209,7 +209,7 @@ def prepare_build(
     spec: ExtensionSpec, config: SandboxConfig, arch_list: str | None, *, split_sources: bool | None = None
 ) -> PreparedBuild:
     """Apply the evaluator's build rules to a candidate's spec (``split_sources`` overrides the config)."""
-    from rubric_rl.sandbox.source_split import split_glue_from_kernels
+    from rubric_rl.sandbox.build.source_split import split_glue_from_kernels
 
     if not spec.is_python_module:
         raise SpecError("load_inline: is_python_module=False is not supported (bind functions with functions=[...])")

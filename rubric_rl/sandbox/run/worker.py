@@ -1,7 +1,7 @@
 """The execution worker: one candidate against its reference, in a fresh process the evaluator started.
 
-Run as ``python -m rubric_rl.sandbox.worker READ_FD WRITE_FD`` by ``rubric_rl.sandbox.process``; it talks to
-the evaluator over those two pipes (``rubric_rl.sandbox.protocol``) and nothing else.
+Run as ``python -m rubric_rl.sandbox.run.worker READ_FD WRITE_FD`` by ``rubric_rl.sandbox.run.process``; it talks to
+the evaluator over those two pipes (``rubric_rl.sandbox.run.protocol``) and nothing else.
 
 What it protects against: the candidate seeing the reference's results (they are computed, sent to the
 evaluator and poisoned before the candidate is imported; each model gets its own copy of the inputs);
@@ -30,7 +30,7 @@ import traceback
 import types
 from typing import Any
 
-from rubric_rl.sandbox.protocol import Channel, Message
+from rubric_rl.sandbox.run.protocol import Channel, Message
 
 MAX_ERROR_CHARS = 2000
 # Positions of each large reference output sent to the evaluator before the candidate loads: what the output
@@ -87,8 +87,8 @@ class Worker:
     def __init__(self, chan: Channel, setup: dict[str, Any]) -> None:
         import torch
 
-        from rubric_rl.sandbox.audit import AuditGuard
         from rubric_rl.sandbox.backends import make_backend
+        from rubric_rl.sandbox.checks.audit import AuditGuard
         from rubric_rl.sandbox.config import SandboxConfig
 
         self.torch = torch
@@ -135,7 +135,7 @@ class Worker:
     def _load_inline(self, *args: Any, **kwargs: Any) -> Any:
         import importlib.util
 
-        from rubric_rl.sandbox.extension import SpecError, spec_from_call
+        from rubric_rl.sandbox.build.extension import SpecError, spec_from_call
 
         try:
             spec = spec_from_call(args, kwargs)
@@ -213,7 +213,7 @@ class Worker:
         self.stage = "load"
         from torch.utils import cpp_extension
 
-        from rubric_rl.sandbox.integrity import compare, take_snapshot
+        from rubric_rl.sandbox.checks.integrity import compare, take_snapshot
 
         cpp_extension.load_inline = self._load_inline
         cpp_extension.load = self._refuse_load
@@ -255,7 +255,7 @@ class Worker:
 
         self.stage = "correctness"
         self._correctness(reference, ref_model, new_model, trials)
-        from rubric_rl.sandbox.inputs import poison
+        from rubric_rl.sandbox.measure.inputs import poison
 
         for refs, _ in self.kept_refs.values():  # timing needs the memory; nothing may find them later
             if refs is not None:
@@ -307,7 +307,7 @@ class Worker:
 
     def _warm_up_guard(self) -> None:
         """Run the op recorder once before arming: its first use imports parts of torch lazily."""
-        from rubric_rl.sandbox.guard import GuardedCall
+        from rubric_rl.sandbox.checks.guard import GuardedCall
 
         torch = self.torch
         one = torch.ones(2, device=self.device)
@@ -350,8 +350,8 @@ class Worker:
         again after the candidate's trial, from inputs drawn again; otherwise all are kept on the device until
         their trial. Kept, KernelBench L1-19's seven 6 GB outputs beside a trial's inputs and the candidate's
         output needed all of an H100, and each of its candidates ran alone."""
-        from rubric_rl.sandbox.correctness import degenerate_task_flags
-        from rubric_rl.sandbox.inputs import (
+        from rubric_rl.sandbox.measure.correctness import degenerate_task_flags
+        from rubric_rl.sandbox.measure.inputs import (
             clone_inputs,
             describe,
             fingerprint,
@@ -456,7 +456,7 @@ class Worker:
 
     def _draw_inputs(self, reference: types.ModuleType, trial: dict[str, Any]) -> list[Any]:
         """A trial's inputs drawn again from its seed and distribution (bit-identical on the same device)."""
-        from rubric_rl.sandbox.inputs import make_inputs
+        from rubric_rl.sandbox.measure.inputs import make_inputs
 
         return make_inputs(
             reference,
@@ -468,13 +468,13 @@ class Worker:
 
     def _drawn_again(self, inputs: list[Any]) -> bool:
         """Inputs this large are drawn again for the candidate's trial rather than held or copied."""
-        from rubric_rl.sandbox.inputs import nbytes
+        from rubric_rl.sandbox.measure.inputs import nbytes
 
         return nbytes(inputs) > self.cfg.ship_outputs_limit_bytes()
 
     def _reference_again(self, reference: types.ModuleType, ref_model: Any, trial: dict[str, Any]) -> list[Any]:
         """The reference's outputs on a large trial's inputs, drawn again (its inputs are never held)."""
-        from rubric_rl.sandbox.inputs import flatten_outputs
+        from rubric_rl.sandbox.measure.inputs import flatten_outputs
 
         x = self._draw_inputs(reference, trial)
         out = flatten_outputs(ref_model(*x))
@@ -487,7 +487,7 @@ class Worker:
         """Whether the reference, run again on a trial's inputs, gives the same bits, before the candidate loads:
         only then may a changed fingerprint after the candidate's trial be called tampering (a reference with
         nondeterministic kernels, atomics in a reduction, keeps its outputs instead)."""
-        from rubric_rl.sandbox.inputs import fingerprint, poison
+        from rubric_rl.sandbox.measure.inputs import fingerprint, poison
 
         try:
             again = self._reference_again(reference, ref_model, trial)
@@ -499,7 +499,7 @@ class Worker:
 
     def _known_reference_trials(self, reference: types.ModuleType) -> list[dict[str, Any]]:
         """The trials of a reference the evaluator already knows: the same seeded inputs, no reference run."""
-        from rubric_rl.sandbox.inputs import fingerprint
+        from rubric_rl.sandbox.measure.inputs import fingerprint
 
         known = self.known_reference or []
         plan = self._trial_plan()
@@ -534,8 +534,8 @@ class Worker:
     def _correctness(
         self, reference: types.ModuleType, ref_model: Any, new_model: Any, trials: list[dict[str, Any]]
     ) -> None:
-        from rubric_rl.sandbox.guard import GuardedCall
-        from rubric_rl.sandbox.inputs import (
+        from rubric_rl.sandbox.checks.guard import GuardedCall
+        from rubric_rl.sandbox.measure.inputs import (
             aliases,
             clone_inputs,
             describe,
@@ -656,8 +656,8 @@ class Worker:
         The evaluator draws the sample's positions only now that the candidate's output exists, and checks
         the sampled values itself; the fingerprint says whether the reference output (kept, or computed
         again) differs from the one computed before the candidate was imported."""
-        from rubric_rl.sandbox.correctness import compare_outputs
-        from rubric_rl.sandbox.inputs import describe, fingerprint
+        from rubric_rl.sandbox.measure.correctness import compare_outputs
+        from rubric_rl.sandbox.measure.inputs import describe, fingerprint
 
         result = compare_outputs(
             body["outputs"],
@@ -677,7 +677,7 @@ class Worker:
     def _spot_sample(self, cand: list[Any], ref: list[Any], about: dict[str, Any]) -> tuple[list[Any], list[Any]]:
         """Host copies of both outputs at positions the evaluator draws now, after the candidate's output
         exists (so it cannot have been made right only there)."""
-        from rubric_rl.sandbox.inputs import sample_pairs
+        from rubric_rl.sandbox.measure.inputs import sample_pairs
 
         self.chan.send("sample_request", about)
         reply = self.chan.recv()
@@ -689,8 +689,8 @@ class Worker:
         self, reference: types.ModuleType, ref_model: Any, init_inputs: list[Any], *, rearm: bool
     ) -> tuple[Any | None, dict[str, Any]]:
         """torch.compile of the reference, warmed up on one input: (compiled model or None, info)."""
-        from rubric_rl.sandbox.compile_gate import benchmarks_admitted
-        from rubric_rl.sandbox.inputs import make_inputs
+        from rubric_rl.sandbox.measure.inputs import make_inputs
+        from rubric_rl.sandbox.run.compile_gate import benchmarks_admitted
 
         torch = self.torch
         info: dict[str, Any] = {}
@@ -733,8 +733,9 @@ class Worker:
     ) -> None:
         """Time eager, compile (``compiled``: torch.compile of the reference, warmed up before the device was
         ours alone; None: the task's baseline is reused) and, unless measuring a task baseline, the candidate."""
-        from rubric_rl.sandbox.correctness import compare_outputs
-        from rubric_rl.sandbox.inputs import (
+        from rubric_rl.sandbox.checks.integrity import compare
+        from rubric_rl.sandbox.measure.correctness import compare_outputs
+        from rubric_rl.sandbox.measure.inputs import (
             clone_inputs,
             describe,
             flatten_outputs,
@@ -743,8 +744,7 @@ class Worker:
             poison,
             to_host,
         )
-        from rubric_rl.sandbox.integrity import compare
-        from rubric_rl.sandbox.timing import choose_checked_rounds, host_probe, run_rounds
+        from rubric_rl.sandbox.measure.timing import choose_checked_rounds, host_probe, run_rounds
 
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
         models: dict[str, Any] = {"eager": ref_model}
@@ -840,7 +840,7 @@ class Worker:
 
         from torch.profiler import ProfilerActivity, profile
 
-        from rubric_rl.sandbox.inputs import clone_inputs, make_inputs
+        from rubric_rl.sandbox.measure.inputs import clone_inputs, make_inputs
 
         x = clone_inputs(
             make_inputs(

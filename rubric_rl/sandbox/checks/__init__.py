@@ -1,0 +1,1 @@
+"""Anti-hacking checks: static (AST), native (C++/CUDA source), runtime guard, audit hook, integrity."""

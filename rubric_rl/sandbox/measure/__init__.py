@@ -1,0 +1,1 @@
+"""Measurement: correctness comparison, inputs, timing, profiling, the reference cache."""
