@@ -3,8 +3,9 @@ import math
 import pytest
 import torch
 
-from rubric_rl.sandbox import SandboxConfig, correctness
+from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.config import Tolerance
+from rubric_rl.sandbox.measure import correctness
 from rubric_rl.sandbox.measure.correctness import compare_outputs, compare_tensor, degenerate_task_flags
 
 TOL = Tolerance(atol=1e-4, rtol=1e-4)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_rl.sandbox import Evaluator, SandboxConfig, protocol
+from rubric_rl.sandbox import Evaluator, SandboxConfig
+from rubric_rl.sandbox.run import protocol
 
 evaluate_module = importlib.import_module("rubric_rl.sandbox.evaluate")  # the package's `evaluate` is a function
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from rubric_rl.sandbox import Evaluator, SandboxConfig, correctness
+from rubric_rl.sandbox import Evaluator, SandboxConfig
 from rubric_rl.sandbox.config import Tolerance
 from rubric_rl.sandbox.evaluate import _Run
+from rubric_rl.sandbox.measure import correctness
 from rubric_rl.sandbox.measure.inputs import fingerprint, sample_pairs, subsample
 from rubric_rl.sandbox.verdict import TrialResult
 
