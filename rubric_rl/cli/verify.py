@@ -67,6 +67,9 @@ def verify(
     as_json: JsonFlag = False,
 ) -> None:
     """Evaluate one candidate against its reference and print the Verdict."""
+    from rubric_rl.sandbox.run.proctree import end_with_descendants_on_signal
+
+    end_with_descendants_on_signal()
     ref_text = read_text(reference, "reference")
     cand_text = read_text(candidate, "candidate")
     from rubric_rl.tasks import TaskError, check_reference_source
@@ -124,6 +127,9 @@ def verify_batch(
     as_json: JsonFlag = False,
 ) -> None:
     """Evaluate a file of candidates; each Verdict is appended as it arrives, and a rerun resumes."""
+    from rubric_rl.sandbox.run.proctree import end_with_descendants_on_signal
+
+    end_with_descendants_on_signal()
     import asyncio
 
     from rubric_rl.batch import BatchInputError, read_candidates

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rubric_rl.sandbox.checks.native import kernel_names, strip_comments_and_strings
+from rubric_rl.syntax import parse_python
 
 OpClass = Literal["heavy", "medium", "light"]
 
@@ -144,7 +145,7 @@ def _self_attr(node: ast.AST) -> str | None:
 def reference_ops(reference: str) -> ReferenceOps:
     """The reference Model's operators (an empty, unparsed result when the program does not parse)."""
     try:
-        tree = ast.parse(reference)
+        tree = parse_python(reference)
     except SyntaxError:
         return ReferenceOps(parsed=False)
     model = _class(tree, "Model")
@@ -328,7 +329,7 @@ def candidate_features(candidate: str) -> CandidateFeatures:
     """Features of a candidate program (only ``syntax_error`` and ``injection`` when it does not parse)."""
     injection = [m.group(0).strip()[:120] for m in _INJECTION.finditer(candidate)]
     try:
-        tree = ast.parse(candidate)
+        tree = parse_python(candidate)
     except SyntaxError as e:
         return CandidateFeatures(syntax_error=f"line {e.lineno}: {e.msg}", injection=injection)
     model_new = _class(tree, "ModelNew")
@@ -357,6 +358,6 @@ def candidate_features(candidate: str) -> CandidateFeatures:
 
 def reference_init_arity(reference: str) -> tuple[int, int | None] | None:
     try:
-        return init_arity(_class(ast.parse(reference), "Model"))
+        return init_arity(_class(parse_python(reference), "Model"))
     except SyntaxError:
         return None

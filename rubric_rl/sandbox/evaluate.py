@@ -9,7 +9,6 @@ pipe), ends as a Verdict; only the evaluator's own failures are marked ``infra_e
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import logging
 import platform
@@ -50,6 +49,7 @@ from rubric_rl.sandbox.verdict import (
     TrialResult,
     Verdict,
 )
+from rubric_rl.syntax import parse_python
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class Evaluator:
         )
         t0 = time.monotonic()
         try:
-            ast.parse(candidate)
+            parse_python(candidate)
         except SyntaxError as e:
             run.compile_failed = True
             run.compile_log = f"candidate line {e.lineno}: SyntaxError: {e.msg}"
@@ -365,7 +365,7 @@ class Evaluator:
         """
         started = time.monotonic()
         try:
-            ast.parse(candidate)
+            parse_python(candidate)
         except SyntaxError as e:
             msg = f"candidate line {e.lineno}: SyntaxError: {e.msg}"
             return CompileReport(ok=False, errors=[msg], seconds=time.monotonic() - started)

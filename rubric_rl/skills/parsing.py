@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from rubric_rl.syntax import parse_python
+
 ExtractionErrorCode = Literal[
     "empty_response",  # nothing but whitespace (or only reasoning) in the response
     "unfinished_thinking",  # the response ended inside a <think> section
@@ -91,7 +93,7 @@ def _defines_model_new(tree: ast.Module) -> bool:
 
 def _parse(code: str) -> tuple[ast.Module | None, SyntaxError | None]:
     try:
-        return ast.parse(code), None
+        return parse_python(code), None
     except SyntaxError as e:
         return None, e
 

@@ -12,6 +12,8 @@ import hashlib
 
 from pydantic import BaseModel, Field
 
+from rubric_rl.syntax import parse_python
+
 REQUIRED_FUNCTIONS = ("get_inputs", "get_init_inputs")
 
 
@@ -41,7 +43,7 @@ def task_id(level: int | None, problem_id: int) -> str:
 def check_reference_source(code: str, where: str) -> None:
     """Raise TaskError unless ``code`` parses and defines ``Model``, ``get_inputs`` and ``get_init_inputs``."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as e:
         raise TaskError(f"{where}: reference program does not parse: {e.msg} (line {e.lineno})") from e
     classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}

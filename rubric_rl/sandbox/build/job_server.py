@@ -5,7 +5,8 @@ build's 9.5 s; on a 16-core host building sixteen extensions at once, each of th
 is a child interpreter (``SERVER_COMMAND``, one per process that builds) that imports
 ``torch.utils.cpp_extension`` and ``compile_job`` and then, for each request on its stdin, forks a job that
 runs ``compile_job.run_forked``: its own session, its log, the environment and the CPUs the builder has when
-it asks. The server replies on its stdout with the job's pid, and later with its exit code.
+it asks. The server replies on its stdout with the job's pid, and later with its exit code. It ends, killing
+its jobs' whole compiler trees, when the builder's end of its stdin closes or the builder's process ends.
 
 ``multiprocessing``'s fork server would do the forking, but each of its children imports the parent's main
 module again (a training script without a ``__main__`` guard would run in every build job, and one that
@@ -27,6 +28,8 @@ import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any
+
+from rubric_rl.sandbox.run.spawn import die_with_parent, popen
 
 
 class JobServerGone(Exception):
@@ -63,8 +66,9 @@ class JobServer:
     """The builder's side: starts the server and hands out jobs; safe to share between threads."""
 
     def __init__(self) -> None:
-        self._proc = subprocess.Popen(
+        self._proc = popen(
             SERVER_COMMAND,
+            death_signal=signal.SIGTERM,  # it kills its jobs' compiler trees, then ends
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C meant for the builder reaches its jobs through the builder
@@ -140,11 +144,14 @@ def job_server() -> JobServer:
 
 # ---- the server ------------------------------------------------------------------------------------------------
 def _fork_job(msg: dict[str, Any], run_job: Any, server_fds: list[int]) -> int:
+    server = os.getpid()
     pid = os.fork()
     if pid == 0:  # the job: nothing of the server's signal handling or pipes
         try:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            die_with_parent(signal.SIGKILL, server)  # a server killed outright takes its jobs with it
             for fd in server_fds:
                 os.close(fd)
             devnull = os.open(os.devnull, os.O_RDONLY)
@@ -173,6 +180,8 @@ def serve() -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # the wakeup fd is what the loop watches
+    # Sent by the kernel when the builder's process ends (spawn.popen): the jobs' compilers are killed below.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     server_fds = [out.fileno(), wake_r, wake_w]
     jobs: dict[int, int] = {}  # pid -> request id
     pending = b""
@@ -214,6 +223,9 @@ def serve() -> None:
                     jobs[pid] = msg["id"]
                     reply({"id": msg["id"], "pid": pid})  # before its exit, which only reap() sends
     finally:
+        # Both ends come when the builder dies (stdin's end, then the kernel's SIGTERM): the second must not
+        # cut this walk short, or it leaves compilers frozen half-way and others running.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for pid in list(jobs):
             kill_tree(pid)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.verdict import Finding
+from rubric_rl.syntax import parse_python
 
 RULES: dict[str, tuple[str, str]] = {
     "static.no_model_new": ("error", "the program defines no class ModelNew"),
@@ -347,7 +348,7 @@ def _contains_build(node: ast.AST, names: _Names) -> bool:
 def check_program(candidate: str, config: SandboxConfig, reference: str | None = None) -> list[Finding]:
     """All static findings for a candidate program (empty list: nothing to report)."""
     try:
-        tree = ast.parse(candidate)
+        tree = parse_python(candidate)
     except SyntaxError:
         return []  # reported by the evaluator as a compile error of the Python program
     findings: list[Finding] = []

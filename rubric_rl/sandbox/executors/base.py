@@ -7,6 +7,7 @@ Verdicts. The async API (``await executor.evaluate(task, program)``) is what the
 
 from __future__ import annotations
 
+import logging
 import os
 from abc import ABC, abstractmethod
 from typing import Any
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
+
+log = logging.getLogger(__name__)
 
 
 def default_build_workers(backend: str, cores: int | None = None) -> int:
@@ -107,9 +110,21 @@ def infra_verdict(task: Task, program: str, message: str) -> Verdict:
 class Executor(ABC):
     """Evaluates candidates concurrently; every call returns a Verdict (never raises for a candidate)."""
 
-    @abstractmethod
     async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
-        """The Verdict of one candidate. ``deadline_s`` bounds queueing plus evaluation."""
+        """The Verdict of one candidate. ``deadline_s`` bounds queueing plus evaluation.
+
+        An exception inside the evaluation is ours, not the candidate's (the candidate's failures are Verdicts
+        already): it comes back as a Verdict with ``infra_error`` set, which rewards mask instead of scoring, so
+        one such fault neither crashes a trainer's reward loop nor teaches the model anything."""
+        try:
+            return await self._evaluate(task, program, deadline_s=deadline_s)
+        except Exception as e:  # the trust boundary: whatever happened, the caller gets a Verdict
+            log.exception("evaluation of a candidate for task %s failed inside the evaluator", task.id)
+            return infra_verdict(task, program, f"evaluator error: {type(e).__name__}: {e}")
+
+    @abstractmethod
+    async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+        """``evaluate`` without the guard: each executor's own way to reach a Verdict."""
 
     @abstractmethod
     def stats(self) -> dict[str, Any]:

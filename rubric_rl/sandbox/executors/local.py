@@ -229,7 +229,7 @@ class LocalExecutor(Executor):
     def _cuda_env(self, device: str) -> str | None:
         return device if self.sandbox.backend == "cuda" else None
 
-    async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+    async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         free, pending = self._queues()
         memory = self._memory
         assert memory is not None

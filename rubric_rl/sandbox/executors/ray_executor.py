@@ -126,7 +126,7 @@ class RayExecutor(Executor):
                 executors.put_nowait(actor)
         return self.device
 
-    async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+    async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         builders, executors, pending = self._queues()
         async with pending:
             device = await self._device()

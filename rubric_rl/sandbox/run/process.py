@@ -1,7 +1,8 @@
 """Starting the execution worker in a fresh, limited process, and describing how it ended.
 
 Each worker is a new interpreter (``subprocess``, not fork: no evaluator state is inherited) in its own
-session and process group, in a private temporary directory that is also its HOME and TMPDIR, with an
+session and process group, killed by the kernel when the evaluator's process ends (``spawn``), in a private
+temporary directory that is also its HOME and TMPDIR, with an
 environment built from an allowlist (API keys and the like do not pass), core dumps off, file sizes capped,
 and on the cpu backend an address-space cap. A monitor thread samples the resident memory of the whole
 process group and kills it past the limit (CUDA's address-space reservations rule out RLIMIT_AS there).
@@ -27,6 +28,7 @@ from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.run.cpu_cores import available_cores
 from rubric_rl.sandbox.run.proctree import kill_tree
 from rubric_rl.sandbox.run.protocol import Channel, widen_pipe
+from rubric_rl.sandbox.run.spawn import popen
 
 _ENV_PASSTHROUGH = (
     "PATH",
@@ -158,7 +160,7 @@ class WorkerProcess:
         widen_pipe(from_child_w)
         self.config.cache_dir.parent.joinpath("inductor").mkdir(parents=True, exist_ok=True)
         with open(self.workdir / "stdout.log", "wb") as out, open(self.workdir / "stderr.log", "wb") as err:
-            self.proc = subprocess.Popen(
+            self.proc = popen(
                 [
                     sys.executable,
                     "-s",

@@ -42,3 +42,27 @@ def kill_tree(pid: int) -> None:
             proc.kill()
         except psutil.Error:
             pass
+
+
+def kill_descendants() -> None:
+    """SIGKILL every process this one started, and everything they started."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in children:
+        kill_tree(child.pid)
+
+
+def end_with_descendants_on_signal(signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
+    """On any of ``signals``, kill every descendant (workers, build servers and their compilers) and exit with
+    128 + the signal's number. For commands: a worker's evaluation thread can be blocked for minutes in a
+    candidate's native loop, so an orderly shutdown that waits for threads would not end within seconds; what a
+    command writes is appended as it goes, so ending here loses nothing finished."""
+
+    def end(signum: int, frame: object) -> None:
+        kill_descendants()
+        os._exit(128 + signum)
+
+    for sig in signals:
+        signal.signal(sig, end)
