@@ -158,3 +158,45 @@ def test_verify_batch_killed_while_a_candidate_spins_leaves_nothing(sig, referen
     cmd = _start(args + ["--device", "cpu", "--no-compile", "--cache-dir", str(build_cache)], tmp_path)
     procs = _wait_for(cmd.pid, "worker spinning in the candidate's loop", _spinning_worker)
     _kill_and_check(cmd, procs, sig)
+
+
+# ---- on a GPU: the device's memory comes back too ------------------------------------------------------------
+def _gpu_memory_used_mb() -> float:
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "--id=0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return float(out.strip().splitlines()[0])
+
+
+def _worker(p: psutil.Process) -> bool:
+    try:
+        return "rubric_rl.sandbox.run.worker" in " ".join(p.cmdline())
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_verify_killed_on_a_gpu_gives_back_the_device(sig, build_cache, tmp_path):
+    gpu = REPO / "tests" / "programs" / "gpu"
+    before = _gpu_memory_used_mb()
+    cmd = _start(
+        ["verify", str(gpu / "reference_large.py"), str(gpu / "hang.py"), "--device", "cuda", "--no-compile"]
+        + ["--cache-dir", str(build_cache)],
+        tmp_path,
+    )
+    procs = _wait_for(cmd.pid, "worker", _worker, timeout_s=400)
+    end = time.monotonic() + 400
+    while _gpu_memory_used_mb() < before + 100 and time.monotonic() < end:
+        time.sleep(0.5)
+    assert _gpu_memory_used_mb() >= before + 100  # a worker holds device memory
+    time.sleep(15)  # past the build and the reference: in the candidate's endless kernel
+    _kill_and_check(cmd, procs, sig)
+    end = time.monotonic() + 30
+    while _gpu_memory_used_mb() > before + 64 and time.monotonic() < end:
+        time.sleep(0.5)
+    assert _gpu_memory_used_mb() <= before + 64
