@@ -5,6 +5,7 @@ flight and 10% injected errors (a 429/500 mix), cold cache against warm cache.
     .venv/bin/python scripts/bench_judge.py [--n 1000] [--concurrency 64] [--error-rate 0.1] [--out FILE]
 
 Prints a table and writes the results, with the resolved judge config, as JSON. Only 127.0.0.1 is contacted.
+The server is the judge tests' own (tests/stub_server.py), imported from the checkout by path.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rubric_rl.judge import JudgeConfig, JudgeRequest, LLMJudge, build_request
-from rubric_rl.judge.stub_server import Reply, StubOpenAIServer, answer_from_schema
 from rubric_rl.resources import content_dir
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from stub_server import Reply, StubOpenAIServer, answer_from_schema
 
 
 class FaultyResponder:

@@ -196,11 +196,6 @@ def correlation(xs: list[float], ys: list[float]) -> float | None:
         return None
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def fmt(x, spec: str = ".2f", none: str = "-") -> str:
     return none if x is None else format(x, spec)
 

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # The GPU check, in one script: environment, the gpu-marked tests (which build real CUDA extensions), and the
-# benchmarks. Run on the H200 device machine from the repository root:
-#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput|agreement|placement|host]
-# (agreement, placement and host, experiments, are not part of all: bash scripts/gpu_check.sh agreement --n 5;
-# bash scripts/gpu_check.sh placement --task L3-34 --candidate FILE; bash scripts/gpu_check.sh host --seconds 120)
-# Env: GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu tests), GPU_TEST_WORKERS
-# (pytest-xdist processes running the gpu tests side by side; unset: one).
-# Needs: .whl/ (pydantic and friends, missing there; .whl/fallback/: numpy, installed only if missing) and .device/problems.jsonl (KernelBench problems), both
-# carried with the call. Logs and JSON results go under $OUT (or runs/gpu-check).
+# benchmarks. Run on a GPU machine from the repository root:
+#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput|agreement] [benchmark arguments...]
+# all runs tests, sandbox and throughput; agreement runs only when named (bash scripts/gpu_check.sh agreement --n 5).
+# Env: PROBLEMS (the KernelBench task source the benchmarks read: a checkout, a problems.jsonl or hf:<dataset>;
+# default .device/problems.jsonl), GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu
+# tests), GPU_TEST_WORKERS (pytest-xdist processes running the gpu tests side by side; unset: one).
+# Optional: .whl/ (wheels to install without an index, for a machine that has torch but not the rest;
+# .whl/fallback/: numpy, installed only if missing). Logs and JSON results go under $OUT (or runs/gpu-check).
 set -uo pipefail
 phase=${1:-all}
+case $phase in  # a new phase (reward) joins this list and gets its block below
+  all|tests|sandbox|throughput|agreement) ;;
+  *) echo "gpu_check.sh: unknown phase '$phase' (all|tests|sandbox|throughput|agreement)" >&2; exit 2 ;;
+esac
 stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
 OUT=${OUT:-runs/gpu-check}
+PROBLEMS=${PROBLEMS:-.device/problems.jsonl}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -54,27 +59,19 @@ if [[ $phase == all || $phase == tests ]]; then
     ext/*/job.log ext/*/.ninja_log ext/*/build.json 2>/dev/null)
 fi
 if [[ $phase == all || $phase == sandbox ]]; then
-  python3 scripts/bench_sandbox.py --problems .device/problems.jsonl --out "$OUT/bench_sandbox.json" "${@:2}" \
+  python3 scripts/bench_sandbox.py --problems "$PROBLEMS" --out "$OUT/bench_sandbox.json" "${@:2}" \
     2>&1 | stamp | tee "$OUT/bench_sandbox.log" | tail -40
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $phase == all || $phase == throughput ]]; then
-  python3 scripts/bench_throughput.py --problems .device/problems.jsonl --out "$OUT/bench_throughput.json" "${@:2}" \
+  python3 scripts/bench_throughput.py --problems "$PROBLEMS" --out "$OUT/bench_throughput.json" "${@:2}" \
     2>&1 | stamp | tee "$OUT/bench_throughput.log" | tail -60
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
-if [[ $phase == host ]]; then
-  python3 scripts/bench_host.py --out "$OUT/bench_host.json" "${@:2}" 2>&1 | stamp | tee "$OUT/bench_host.log" | tail -12
-  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
-fi
 if [[ $phase == agreement ]]; then
-  python3 scripts/bench_agreement.py --problems .device/problems.jsonl --out "$OUT/bench_agreement.json" "${@:2}" \
+  python3 scripts/bench_agreement.py --problems "$PROBLEMS" --out "$OUT/bench_agreement.json" "${@:2}" \
     2>&1 | stamp | tee "$OUT/bench_agreement.log" | tail -30
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
-if [[ $phase == placement ]]; then
-  python3 scripts/bench_placement.py --problems .device/problems.jsonl --out "$OUT/bench_placement.json" "${@:2}" \
-    2>&1 | stamp | tee "$OUT/bench_placement.log" | tail -20
-  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
-fi
+# (the reward benchmark's phase goes here)
 exit $status

@@ -21,6 +21,7 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for folder in ("judges", "skills", "rollouts", "recipes", "examples"):
         assert any(n.startswith(f"rubric_rl/_content/{folder}/") for n in names), folder
+    assert not any(n.endswith("stub_server.py") for n in names)  # test infrastructure stays in tests/
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stub_server import StubOpenAIServer
 
 from rubric_rl.judge import JudgeConfig, JudgeRequest, Rubric, build_request, load_rubric
-from rubric_rl.judge.stub_server import StubOpenAIServer
 from rubric_rl.sandbox.verdict import Verdict
 
 HERE = Path(__file__).resolve().parent

@@ -1,10 +1,10 @@
 import json
 
 import pytest
+from stub_server import Reply
 from typer.testing import CliRunner
 
 from rubric_rl.cli import app
-from rubric_rl.judge.stub_server import Reply
 
 
 @pytest.fixture

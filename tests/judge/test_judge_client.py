@@ -5,9 +5,9 @@ import json
 import threading
 
 import pytest
+from stub_server import Reply, answer_from_schema
 
 from rubric_rl.judge import JudgmentCache, LLMJudge, build_request, judge_all
-from rubric_rl.judge.stub_server import Reply, answer_from_schema
 
 
 def _run(judge, *requests):

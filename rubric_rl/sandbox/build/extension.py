@@ -53,7 +53,7 @@ _FLAGS_WITH_ARGUMENT = {"-Xptxas", "-Xcompiler", "-maxrregcount", "--maxrregcoun
 # choice of optimisation level. torch's default load_inline (and KernelBench's scripts, which use it) leaves host code
 # at gcc's -O0 when the candidate names no level; for a launch-bound program that is visible in its speedup: L1-12's
 # argument checks, allocation and launch took 11 us less a call at -O3 on an H100 host, its speedup 1.09 -> 1.27
-# under the sandbox protocol (scripts/bench_agreement.py --builds default,evaluator_flags; README, "Measured on a GPU").
+# under the sandbox protocol (scripts/bench_agreement.py --builds default,evaluator_flags; docs/measurements.md).
 EVALUATOR_FLAGS: dict[str, dict[str, list[str]]] = {
     "cpu": {"cflags": ["-O3", "-fopenmp"], "cuda_cflags": [], "ldflags": ["-fopenmp"]},
     "cuda": {"cflags": ["-O3"], "cuda_cflags": ["-O3"], "ldflags": []},

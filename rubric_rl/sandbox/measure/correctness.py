@@ -29,7 +29,7 @@ def tolerance_for(dtype: torch.dtype, config: SandboxConfig) -> Tolerance:
 
 # Elements compared at a time. On the host a chunk's float64 temporaries stay inside the CPU's caches, so the
 # dozen passes over a chunk run from cache instead of memory (6.1-6.7 s -> 0.13-0.86 s for 64M float32 elements on
-# 2 cores, scripts/bench_compare.py); on a GPU a chunk keeps the temporaries near 128 MB whatever the output size.
+# 2 cores); on a GPU a chunk keeps the temporaries near 128 MB whatever the output size.
 # A host chunk is no larger than ATen's grain size (32768), so each op on it runs on the calling thread: larger
 # chunks opened an OpenMP region per op, which spins and stalls when several processes compare at once (three
 # gpu test processes on the H200 host spent over 150 s comparing one 256 MB output; on 2 cores, three processes

@@ -8,7 +8,7 @@ Tensors travel raw: the header's ``tensors`` field is the layout of the values (
 tensor descriptors: dtype, shape, byte offset) and the blob is their bytes, each tensor's at a 64-byte aligned
 offset. The sender writes each tensor's memory straight into the pipe and the reader reads it into one buffer
 that the tensors are then views of, so a 256 MB output costs one copy each side
-(``scripts/bench_protocol.py`` on 2 cores: 0.45 s, against 2.0 s through ``torch.save``/``torch.load`` and a
+(on 2 cores: 0.45 s, against 2.0 s through ``torch.save``/``torch.load`` and a
 default-sized pipe). Nothing in a payload is
 unpickled: the evaluator checks every descriptor against the blob (known dtype, sizes that add up, in
 bounds, no two tensors overlapping) before it makes a tensor of it.

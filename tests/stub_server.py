@@ -1,4 +1,5 @@
-"""A scripted OpenAI-compatible chat-completions server on the loopback interface, for tests and benchmarks.
+"""A scripted OpenAI-compatible chat-completions server on the loopback interface, for the judge tests and
+``scripts/bench_judge.py`` (test infrastructure: it is not part of the package).
 
 It speaks just enough of the protocol (``POST /v1/chat/completions``, ``GET /v1/models``) for
 ``openai.AsyncOpenAI`` to talk to it, and answers from a script: a queue of replies consumed first, then a
