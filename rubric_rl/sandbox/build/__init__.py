@@ -1,0 +1,1 @@
+"""Builds the sandbox owns: extension rules, source split, precompiled header, cache, job server."""
