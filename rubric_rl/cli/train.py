@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,6 +32,10 @@ def train(
         str | None, typer.Option(help="Submit to this Ray cluster (ray job submit) instead of running here.")
     ] = None,
     show_config: Annotated[bool, typer.Option(help="Print the resolved config.")] = True,
+    write_config: Annotated[
+        Path | None, typer.Option(help="Write resolved_config.yaml and launch.json here (default when launching: "
+                                       "the run's trainer.default_local_dir).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Compose RECIPE with verl's config and OVERRIDES, check it (verl's validate_config, keys, data, reward, judge,
@@ -66,13 +71,14 @@ def train(
             typer.echo("  " + " ".join(_quote(c) for c in command))
     if not report.ok:
         raise typer.Exit(code=1)
-    if dry_run:
-        return
     assert result.recipe is not None and result.config is not None
-    out = write_run_record(run_dir(result.config, report.entrypoint), OmegaConf.to_yaml(result.composed, resolve=True),
-                           result.recipe, overrides, command)
-    typer.secho(f"resolved config written to {out / 'resolved_config.yaml'}", err=True)
-    raise typer.Exit(code=launch(command))
+    if write_config is not None or not dry_run:
+        target = write_config if write_config is not None else run_dir(result.config)
+        resolved_yaml = OmegaConf.to_yaml(result.composed, resolve=True)
+        out = write_run_record(target, resolved_yaml, result.recipe, overrides, command)
+        typer.secho(f"resolved config written to {out / 'resolved_config.yaml'}", err=True)
+    if not dry_run:
+        raise typer.Exit(code=launch(command))
 
 
 def _quote(arg: str) -> str:

@@ -43,8 +43,14 @@ class Recipe:
 def _in_folder(folder: Path, spec: str) -> Path:
     if (folder / DEFAULT_FILE).is_file():
         return folder / DEFAULT_FILE
-    choices = sorted(f"{folder.name}/{p.stem}" for p in folder.glob("*.yaml"))
+    choices = sorted(f"{folder.name}/{p.stem}" for p in folder.glob("*.yaml") if _is_primary(p))
     raise RecipeError(f"{spec}: the folder has no {DEFAULT_FILE}; name one of its configs: {', '.join(choices)}")
+
+
+def _is_primary(path: Path) -> bool:
+    """A file that can be run on its own: it names verl's config search path (files it includes may not)."""
+    raw = yaml.safe_load(path.read_text()) or {}
+    return isinstance(raw, dict) and "searchpath" in (raw.get("hydra") or {})
 
 
 def find_recipe_file(spec: str) -> Path:
@@ -111,7 +117,8 @@ def compose_recipe(recipe: Recipe, overrides: list[str]) -> Any:
     except (HydraException, OmegaConfBaseException) as e:
         text = str(e)
         match = re.search(r"override '([^']+)'", text) or re.search(r"[Kk]ey '([^']+)'", text)
-        raise RecipeError(f"{match.group(1) + ': ' if match else ''}{text.splitlines()[0]}") from None
+        detail = " ".join(line.strip() for line in text.splitlines() if line.strip())
+        raise RecipeError(f"{match.group(1) + ': ' if match else ''}{detail}") from None
 
 
 @lru_cache(maxsize=4)

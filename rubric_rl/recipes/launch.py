@@ -38,7 +38,7 @@ def launch_command(
     return command
 
 
-def run_dir(cfg: dict[str, Any], entrypoint: str) -> Path:
+def run_dir(cfg: dict[str, Any]) -> Path:
     """Where the run writes: its checkpoint folder (``trainer.default_local_dir``)."""
     return Path(str(dig(cfg, "trainer.default_local_dir", "runs"))).expanduser()
 

@@ -110,19 +110,29 @@ def _from_transformers_cache(name: str) -> dict[str, Any] | None:
         return None
 
 
+def hf_config(path: str) -> tuple[dict[str, Any], str] | None:
+    """(the model's config.json as a dict, where it was read) from a local directory or the local Hugging Face
+    cache; None where neither has it. Never a download."""
+    local = Path(path).expanduser()
+    if (local / "config.json").is_file():
+        return json.loads((local / "config.json").read_text()), f"{local}/config.json"
+    if not local.exists() and not path.startswith((".", "/", "~")) and path.count("/") <= 1:
+        cached = _from_transformers_cache(path)
+        if cached is not None:
+            return cached, "the local Hugging Face cache"
+    return None
+
+
 def load_model_spec(path: str, assume: str | None = None) -> tuple[ModelSpec | None, str]:
     """The spec of the model at ``path`` (a directory or a hub name) and, when there is none, why.
 
     Order: ``config.json`` in the directory; a locally cached hub config; the ``assume`` entry of the table; the
     table entry whose ``match`` substring occurs in the path.
     """
-    local = Path(path).expanduser()
-    if (local / "config.json").is_file():
-        return spec_from_hf_config(json.loads((local / "config.json").read_text()), path, f"{local}/config.json"), ""
-    if not local.exists() and not path.startswith((".", "/", "~")):
-        cached = _from_transformers_cache(path)
-        if cached is not None:
-            return spec_from_hf_config(cached, path, "the local Hugging Face cache"), ""
+    found = hf_config(path)
+    if found is not None:
+        config, where = found
+        return spec_from_hf_config(config, path, where), ""
     table = model_table()
     if assume is not None:
         if assume not in table:

@@ -65,6 +65,13 @@ def _lora_rank(cfg: Any) -> int:
     return rank if rank > 0 else int(dig(cfg, "actor_rollout_ref.model.lora_rank", 0) or 0)
 
 
+def model_config_reachable(path: str) -> bool:
+    """Whether a model's config can be read here without a download."""
+    from rubric_rl.recipes.model_spec import hf_config
+
+    return hf_config(path) is not None
+
+
 def run_validate_config(cfg: Any) -> list[Finding]:
     """verl's ``validate_config`` on a copy of the composed config; each failure as an error naming its key.
 
@@ -87,6 +94,12 @@ def run_validate_config(cfg: Any) -> list[Finding]:
             cfg.actor_rollout_ref.model.lora_rank = 0
             cfg.actor_rollout_ref.model.lora.rank = 0
     use_ref, use_critic = uses(cfg)
+    critic_model = str(dig(cfg, "critic.model.path"))
+    if use_critic and not model_config_reachable(critic_model):
+        use_critic = False  # verl builds the critic's HFModelConfig, which reads the model's config.json
+        out.append(Finding(level="warning", check="verl", key="critic.model.path", message=(
+            f"{critic_model} is not reachable here (no config.json, not in the local Hugging Face cache): verl's "
+            "validate_config reads it to check the critic, so the critic part was not validated")))
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Literal
@@ -129,19 +130,25 @@ class ServedModel:
         except FileNotFoundError:
             raise ServeError(f"{self.command[0]}: not found. {INSTALL_HINT}") from None
 
-    def wait_healthy(self, timeout_s: float, poll_s: float = 1.0) -> None:
-        """Until the server is healthy and lists the model; ServeError if it exits or the time runs out."""
+    def wait_healthy(self, timeout_s: float, poll_s: float = 1.0, cancel: threading.Event | None = None) -> None:
+        """Until the server is healthy and lists the model. ServeError if it exits, ``cancel`` is set or the time
+        runs out; the caller stops it (``stop()``, or leaving the ``with`` block)."""
         assert self.process is not None, "start() first"
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while True:
             code = self.process.poll()
             if code is not None:
                 raise ServeError(f"the server exited with code {code} before it became healthy")
             if healthy(self.config.base_url, self.config.name):
                 return
-            time.sleep(poll_s)
-        self.stop()
-        raise ServeError(f"the server was not healthy after {timeout_s:g} s (stopped it)")
+            if cancel is not None and cancel.is_set():
+                raise ServeError("interrupted before the server became healthy")
+            if time.monotonic() >= deadline:
+                raise ServeError(f"the server was not healthy after {timeout_s:g} s")
+            if cancel is not None:
+                cancel.wait(poll_s)
+            else:
+                time.sleep(poll_s)
 
     def stop(self, grace_s: float = 30.0) -> int | None:
         """SIGTERM to the server's process group, SIGKILL after ``grace_s``; its exit code."""
