@@ -8,6 +8,7 @@ is handed to verl as it is (not the resolved copy), so that verl composes exactl
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -25,11 +26,14 @@ LAUNCH_NAME = "launch.json"
 def launch_command(
     recipe: Recipe, overrides: list[str], cfg: dict[str, Any], ray_address: str | None = None
 ) -> list[str]:
-    """The command line that runs ``recipe`` with ``overrides``."""
+    """The command line that runs ``recipe`` with ``overrides``. A multi-node SFT run is the same torchrun command
+    on every node, meeting at ``$MASTER_ADDR:$MASTER_PORT`` (the literal MASTER_ADDR where it is unset)."""
     hydra_args = ["--config-path", str(recipe.path.parent), "--config-name", recipe.path.stem, *overrides]
     if recipe.entrypoint == "sft":
         nnodes, per_node = int(dig(cfg, "trainer.nnodes", 1)), int(dig(cfg, "trainer.n_gpus_per_node", 1))
-        where = ["--standalone"] if nnodes == 1 else [f"--nnodes={nnodes}", "--rdzv-backend=c10d"]
+        endpoint = f"{os.environ.get('MASTER_ADDR', 'MASTER_ADDR')}:{os.environ.get('MASTER_PORT', '29500')}"
+        where = ["--standalone"] if nnodes == 1 else [f"--nnodes={nnodes}", "--rdzv-backend=c10d",
+                                                      f"--rdzv-endpoint={endpoint}"]
         return ["torchrun", *where, f"--nproc-per-node={per_node}", "-m", "verl.trainer.sft_trainer", *hydra_args]
     python = "python3" if ray_address else sys.executable
     command = [python, "-m", "verl.trainer.main_ppo", *hydra_args]
