@@ -74,3 +74,37 @@ def test_sft_stage_launches_with_torchrun(verl_installed, tiny_model, data_dir):
 def test_unknown_recipe_is_a_usage_error():
     result = runner.invoke(app, ["train", "no-such-recipe", "--dry-run"])
     assert result.exit_code == 2 and "bundled: " in result.output and "one-gpu-try" in result.output
+
+
+def test_run_sh_checks_then_launches_main_ppo(verl_installed, tiny_model, data_dir, tmp_path):
+    """The recipe's run.sh: pre-flight (resolved config written to the run folder), then verl's main_ppo with the
+    same overrides. A stand-in python records the launch instead of starting Ray."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from recipe_fixtures import FAKE_REWARD
+
+    repo = Path(__file__).resolve().parents[2]
+    shim = tmp_path / "python"
+    shim.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ "$1 $2" == "-m verl.trainer.main_ppo" ]]; then printf "%s\\n" "$@" > "$LAUNCHED"; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    shim.chmod(0o755)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHON": str(shim), "LAUNCHED": str(tmp_path / "launched.txt"), "MODEL": str(tiny_model),
+           "DATA_DIR": str(data_dir / "generate"), "RUN_DIR": str(run_dir),
+           "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    reward = f"reward.custom_reward_function.path={FAKE_REWARD}"
+    proc = subprocess.run(["bash", str(repo / "recipes" / "one-gpu-try" / "run.sh"), reward], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ready to launch" in proc.stdout
+    launched = (tmp_path / "launched.txt").read_text().splitlines()
+    assert launched[:4] == ["-m", "verl.trainer.main_ppo", "--config-path", str(repo / "recipes" / "one-gpu-try")]
+    assert f"actor_rollout_ref.model.path={tiny_model}" in launched and reward in launched
+    assert f"data.train_files=[{data_dir / 'generate' / 'train.parquet'}]" in launched
+    assert yaml.safe_load((run_dir / "resolved_config.yaml").read_text())["trainer"]["default_local_dir"] == str(run_dir)
