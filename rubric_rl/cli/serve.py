@@ -17,8 +17,12 @@ def serve(
     role: Annotated[Literal["coder", "judge"], typer.Argument(help="coder (the policy) or judge (the rubric judge).")],
     model: Annotated[str, typer.Option(help="Model path or hub name, e.g. Qwen/Qwen2.5-Coder-32B-Instruct.")],
     tp: Annotated[
-        int | None, typer.Option("--tp", help="Tensor-parallel GPUs (default: the fewest that leave room for a KV "
-                                               "cache; 2 for a 32B model on 80 GB GPUs).")
+        int | None,
+        typer.Option(
+            "--tp",
+            help="Tensor-parallel GPUs (default: the fewest that leave room for a KV "
+            "cache; 2 for a 32B model on 80 GB GPUs).",
+        ),
     ] = None,
     max_model_len: Annotated[int, typer.Option(help="Context length: prompt plus a whole program.")] = 32768,
     port: Annotated[int, typer.Option(help="Port to serve on.")] = 8000,
@@ -44,9 +48,16 @@ def serve(
     from rubric_rl.serve.server import ServeError
 
     try:
-        config = ServeConfig(role=role, model=model, tensor_parallel=tp, max_model_len=max_model_len, port=port,
-                             host=host, gpu_memory_utilization=gpu_memory_utilization,
-                             served_model_name=served_model_name)
+        config = ServeConfig(
+            role=role,
+            model=model,
+            tensor_parallel=tp,
+            max_model_len=max_model_len,
+            port=port,
+            host=host,
+            gpu_memory_utilization=gpu_memory_utilization,
+            served_model_name=served_model_name,
+        )
     except ValidationError as e:
         err = e.errors()[0]
         raise fail(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
@@ -66,8 +77,11 @@ def serve(
         server.start()
         server.wait_healthy(startup_timeout, poll_s=1.0, cancel=stop)
         typer.secho(f"{role} {config.name} is up: base_url {config.base_url}", fg=typer.colors.GREEN)
-        typer.echo(f"  e.g. reward.custom_reward_function.reward_kwargs.judge.base_url={config.base_url}"
-                   if role == "judge" else f"  e.g. --base-url {config.base_url} --model {config.name}")
+        typer.echo(
+            f"  e.g. reward.custom_reward_function.reward_kwargs.judge.base_url={config.base_url}"
+            if role == "judge"
+            else f"  e.g. --base-url {config.base_url} --model {config.name}"
+        )
         while not stop.wait(1.0):
             if server.process is not None and server.process.poll() is not None:
                 raise ServeError(f"the server exited with code {server.process.returncode}")
@@ -76,4 +90,3 @@ def serve(
         raise fail(str(e)) from None
     code = server.stop()
     typer.secho(f"stopped (server exit code {code})", err=True)
-

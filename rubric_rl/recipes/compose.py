@@ -88,8 +88,10 @@ def load_recipe(spec: str) -> Recipe:
     path = find_recipe_file(spec)
     base = _base_of(path)
     if base is None:
-        raise RecipeError(f"{path}: its defaults must start from one of {sorted(BASES)} (directly or through a "
-                          "sibling recipe file), with hydra.searchpath: [pkg://verl.trainer.config]")
+        raise RecipeError(
+            f"{path}: its defaults must start from one of {sorted(BASES)} (directly or through a "
+            "sibling recipe file), with hydra.searchpath: [pkg://verl.trainer.config]"
+        )
     return Recipe(path=path, base=base)
 
 

@@ -113,11 +113,22 @@ def _length_findings(
         if not over:
             out.append(Finding(level="info", check="data", key=None, message=f"{summary}, all within {limit}"))
         elif cfg_data.get("filter_overlong_prompts"):
-            out.append(Finding(level="warning", check="data", key=limit_key, message=(
-                f"{summary}: {len(over)} over {limit} will be dropped by data.filter_overlong_prompts")))
+            out.append(
+                Finding(
+                    level="warning",
+                    check="data",
+                    key=limit_key,
+                    message=(f"{summary}: {len(over)} over {limit} will be dropped by data.filter_overlong_prompts"),
+                )
+            )
         else:
-            out.append(_err(limit_key, f"{summary}: {len(over)} row(s) over {limit} tokens would be cut (raise it, "
-                                       "or rebuild the data with this limit so they are dropped and counted)"))
+            out.append(
+                _err(
+                    limit_key,
+                    f"{summary}: {len(over)} row(s) over {limit} tokens would be cut (raise it, "
+                    "or rebuild the data with this limit so they are dropped and counted)",
+                )
+            )
     return out
 
 
@@ -145,8 +156,16 @@ def check_rl_data(cfg: Mapping[str, Any], tokenizer_path: str | None, max_rows: 
         return out
     tokenizer, where, why = _tokenizer_for(cfg, "actor_rollout_ref.model", tokenizer_path)
     if tokenizer is None:
-        return [Finding(level="warning", check="data", key="data.max_prompt_length", message=(
-            f"prompt lengths not checked: no tokenizer reachable at {where!r} ({why}); pass --tokenizer PATH"))]
+        return [
+            Finding(
+                level="warning",
+                check="data",
+                key="data.max_prompt_length",
+                message=(
+                    f"prompt lengths not checked: no tokenizer reachable at {where!r} ({why}); pass --tokenizer PATH"
+                ),
+            )
+        ]
     limit = int(data.get("max_prompt_length", 512))
     return _length_findings(paths, prompt_key, limit, "data.max_prompt_length", tokenizer, True, data, max_rows)
 
@@ -163,8 +182,17 @@ def check_sft_data(cfg: Mapping[str, Any], tokenizer_path: str | None, max_rows:
         return out
     tokenizer, where, why = _tokenizer_for(cfg, "model", tokenizer_path)
     if tokenizer is None:
-        return [Finding(level="warning", check="data", key="data.max_length", message=(
-            f"conversation lengths not checked: no tokenizer reachable at {where!r} ({why}); pass --tokenizer PATH"))]
+        return [
+            Finding(
+                level="warning",
+                check="data",
+                key="data.max_length",
+                message=(
+                    f"conversation lengths not checked: no tokenizer reachable at {where!r} ({why}); "
+                    "pass --tokenizer PATH"
+                ),
+            )
+        ]
     limit = int(data.get("max_length", 1024))
     sft = {**data, "filter_overlong_prompts": False}
     return _length_findings(paths, key, limit, "data.max_length", tokenizer, False, sft, max_rows)

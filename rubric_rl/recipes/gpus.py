@@ -16,7 +16,17 @@ from pydantic import BaseModel
 from rubric_rl.recipes.report import Finding
 from rubric_rl.recipes.tree import dig
 
-GROUP_ESTIMATORS = {"grpo", "grpo_vectorized", "grpo_passk", "rloo", "rloo_vectorized", "reinforce_plus_plus_baseline", "opo", "gpg", "gdpo"}
+GROUP_ESTIMATORS = {
+    "grpo",
+    "grpo_vectorized",
+    "grpo_passk",
+    "rloo",
+    "rloo_vectorized",
+    "reinforce_plus_plus_baseline",
+    "opo",
+    "gpg",
+    "gdpo",
+}
 AR = "actor_rollout_ref"
 
 
@@ -41,17 +51,32 @@ def _err(key: str, message: str) -> Finding:
 def _rollout_findings(n_gpus: int, per_node: int, tp: int, world: int, prefix: str, pool: str) -> list[Finding]:
     key = f"{prefix}.tensor_model_parallel_size"
     if tp > per_node:
-        return [_err(key, f"{tp} is more than the {per_node} GPUs of one node ({pool}): a vLLM replica cannot span "
-                          "nodes in verl's hybrid engine")]
+        return [
+            _err(
+                key,
+                f"{tp} is more than the {per_node} GPUs of one node ({pool}): a vLLM replica cannot span "
+                "nodes in verl's hybrid engine",
+            )
+        ]
     if per_node % tp:
-        return [_err(key, f"{tp} does not divide the {per_node} GPUs per node ({pool}); vLLM asserts "
-                          "'gpus_per_node should be divisible by tensor_model_parallel_size'")]
+        return [
+            _err(
+                key,
+                f"{tp} does not divide the {per_node} GPUs per node ({pool}); vLLM asserts "
+                "'gpus_per_node should be divisible by tensor_model_parallel_size'",
+            )
+        ]
     if world > n_gpus:
         return [_err(key, f"one rollout replica needs {world} GPUs (tp x dp x pp) but {pool} has {n_gpus}")]
     if n_gpus % world:
         idle = n_gpus % world
-        return [_err(key, f"{n_gpus} GPUs ({pool}) make {n_gpus // world} replicas of {world}: {idle} GPU(s) would "
-                          "sit idle through every rollout (verl drops the remainder silently)")]
+        return [
+            _err(
+                key,
+                f"{n_gpus} GPUs ({pool}) make {n_gpus // world} replicas of {world}: {idle} GPU(s) would "
+                "sit idle through every rollout (verl drops the remainder silently)",
+            )
+        ]
     return []
 
 
@@ -63,17 +88,31 @@ def _batch_findings(cfg: dict[str, Any], section: str, n_resp: int, dp: int, bat
     if mini <= 0:
         return [_err(key, "must be positive")]
     if batch % mini:
-        out.append(_err(key, f"{mini} does not divide data.train_batch_size {batch}: each step's batch must split "
-                             "into whole mini-batches"))
+        out.append(
+            _err(
+                key,
+                f"{mini} does not divide data.train_batch_size {batch}: each step's batch must split "
+                "into whole mini-batches",
+            )
+        )
     if (mini * n_resp) % dp:
-        out.append(_err(key, f"{mini} prompts x rollout.n {n_resp} = {mini * n_resp} sequences per mini-batch do not "
-                             f"split over {dp} data-parallel ranks (the engine asserts mini_batch_size % dp_size)"))
+        out.append(
+            _err(
+                key,
+                f"{mini} prompts x rollout.n {n_resp} = {mini * n_resp} sequences per mini-batch do not "
+                f"split over {dp} data-parallel ranks (the engine asserts mini_batch_size % dp_size)",
+            )
+        )
     elif not s.get("use_dynamic_bsz"):
         micro = s.get("ppo_micro_batch_size_per_gpu")
         per_gpu = mini * n_resp // dp
         if micro and per_gpu % int(micro):
-            out.append(_err(f"{section}.ppo_micro_batch_size_per_gpu", f"{micro} does not divide the {per_gpu} "
-                            "sequences each GPU gets per mini-batch"))
+            out.append(
+                _err(
+                    f"{section}.ppo_micro_batch_size_per_gpu",
+                    f"{micro} does not divide the {per_gpu} sequences each GPU gets per mini-batch",
+                )
+            )
     return out
 
 
@@ -94,8 +133,13 @@ def check_gpus(cfg: dict[str, Any], use_critic: bool) -> tuple[GpuPlan | None, l
     dp = max(1, n_gpus // sp)
     batch, n_resp = int(dig(cfg, "data.train_batch_size", 1)), int(rollout.get("n", 1))
     if dig(cfg, "algorithm.adv_estimator") in GROUP_ESTIMATORS and n_resp < 2:
-        out.append(_err(f"{AR}.rollout.n", f"{dig(cfg, 'algorithm.adv_estimator')} compares responses within a "
-                                           f"group: rollout.n={n_resp} gives every advantage 0"))
+        out.append(
+            _err(
+                f"{AR}.rollout.n",
+                f"{dig(cfg, 'algorithm.adv_estimator')} compares responses within a "
+                f"group: rollout.n={n_resp} gives every advantage 0",
+            )
+        )
     out += _batch_findings(cfg, f"{AR}.actor", n_resp, dp, batch)
     if use_critic:
         out += _batch_findings(cfg, "critic", n_resp, dp, batch)
@@ -103,12 +147,25 @@ def check_gpus(cfg: dict[str, Any], use_critic: bool) -> tuple[GpuPlan | None, l
     out += _reward_pool_findings(cfg, n_gpus, per_node)
 
     replicas = n_gpus // world if 0 < world <= n_gpus else 0
-    plan = GpuPlan(n_gpus=n_gpus, rollout_gpus_per_replica=world, rollout_replicas=replicas, actor_dp=dp,
-                   sequences_per_step=batch * n_resp)
-    out.append(Finding(level="info", check="gpus", key=None, message=(
-        f"{n_gpus} GPU(s): {replicas} vLLM replica(s) of {world} GPU(s), FSDP over {dp} data-parallel rank(s); "
-        f"{batch} prompts x {n_resp} = {batch * n_resp} sequences per step, ~{plan.sequences_per_replica} "
-        "per replica")))
+    plan = GpuPlan(
+        n_gpus=n_gpus,
+        rollout_gpus_per_replica=world,
+        rollout_replicas=replicas,
+        actor_dp=dp,
+        sequences_per_step=batch * n_resp,
+    )
+    out.append(
+        Finding(
+            level="info",
+            check="gpus",
+            key=None,
+            message=(
+                f"{n_gpus} GPU(s): {replicas} vLLM replica(s) of {world} GPU(s), FSDP over {dp} data-parallel rank(s); "
+                f"{batch} prompts x {n_resp} = {batch * n_resp} sequences per step, ~{plan.sequences_per_replica} "
+                "per replica"
+            ),
+        )
+    )
     return plan, out
 
 
@@ -117,12 +174,21 @@ def _length_findings(cfg: dict[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     max_len = dig(cfg, f"{AR}.rollout.max_model_len")
     if max_len is not None and int(max_len) < prompt + response:
-        out.append(_err(f"{AR}.rollout.max_model_len", f"{max_len} is shorter than data.max_prompt_length + "
-                                                       f"data.max_response_length = {prompt + response}"))
+        out.append(
+            _err(
+                f"{AR}.rollout.max_model_len",
+                f"{max_len} is shorter than data.max_prompt_length + data.max_response_length = {prompt + response}",
+            )
+        )
     actor = dig(cfg, f"{AR}.actor", {})
     if actor.get("use_dynamic_bsz") and int(actor.get("ppo_max_token_len_per_gpu", 0)) < prompt + response:
-        out.append(_err(f"{AR}.actor.ppo_max_token_len_per_gpu", f"{actor.get('ppo_max_token_len_per_gpu')} cannot "
-                        f"hold one sequence of {prompt + response} tokens (prompt + response)"))
+        out.append(
+            _err(
+                f"{AR}.actor.ppo_max_token_len_per_gpu",
+                f"{actor.get('ppo_max_token_len_per_gpu')} cannot "
+                f"hold one sequence of {prompt + response} tokens (prompt + response)",
+            )
+        )
     return out
 
 
@@ -141,12 +207,25 @@ def _reward_pool_findings(cfg: dict[str, Any], n_gpus: int, per_node: int) -> li
     if rm.get("enable_resource_pool"):
         nodes, gpus = int(rm.get("nnodes", 0)), int(rm.get("n_gpus_per_node", 0))
         if nodes <= 0 or gpus <= 0:
-            return out + [_err("reward.reward_model.nnodes", f"the judge's own pool has nnodes={nodes} x "
-                                                            f"n_gpus_per_node={gpus} GPUs")]
+            return out + [
+                _err(
+                    "reward.reward_model.nnodes",
+                    f"the judge's own pool has nnodes={nodes} x n_gpus_per_node={gpus} GPUs",
+                )
+            ]
         out += _rollout_findings(nodes * gpus, gpus, tp, world, prefix, "the judge's pool")
-        out.append(Finding(level="info", check="gpus", key=None, message=(
-            f"the judge has its own pool of {nodes * gpus} GPU(s), {nodes * gpus // max(1, world)} replica(s): the "
-            f"job needs {n_gpus + nodes * gpus} GPUs in all")))
+        out.append(
+            Finding(
+                level="info",
+                check="gpus",
+                key=None,
+                message=(
+                    f"the judge has its own pool of {nodes * gpus} GPU(s), {nodes * gpus // max(1, world)} "
+                    "replica(s): the "
+                    f"job needs {n_gpus + nodes * gpus} GPUs in all"
+                ),
+            )
+        )
     else:
         out += _rollout_findings(n_gpus, per_node, tp, world, prefix, "the trainer's GPUs, shared with the judge")
     return out

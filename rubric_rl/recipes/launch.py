@@ -32,8 +32,11 @@ def launch_command(
     if recipe.entrypoint == "sft":
         nnodes, per_node = int(dig(cfg, "trainer.nnodes", 1)), int(dig(cfg, "trainer.n_gpus_per_node", 1))
         endpoint = f"{os.environ.get('MASTER_ADDR', 'MASTER_ADDR')}:{os.environ.get('MASTER_PORT', '29500')}"
-        where = ["--standalone"] if nnodes == 1 else [f"--nnodes={nnodes}", "--rdzv-backend=c10d",
-                                                      f"--rdzv-endpoint={endpoint}"]
+        where = (
+            ["--standalone"]
+            if nnodes == 1
+            else [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}"]
+        )
         return ["torchrun", *where, f"--nproc-per-node={per_node}", "-m", "verl.trainer.sft_trainer", *hydra_args]
     python = "python3" if ray_address else sys.executable
     command = [python, "-m", "verl.trainer.main_ppo", *hydra_args]
@@ -54,7 +57,9 @@ def _version(package: str) -> str | None:
         return None
 
 
-def write_run_record(directory: Path, resolved_yaml: str, recipe: Recipe, overrides: list[str], command: list[str]) -> Path:
+def write_run_record(
+    directory: Path, resolved_yaml: str, recipe: Recipe, overrides: list[str], command: list[str]
+) -> Path:
     """``resolved_config.yaml`` and ``launch.json`` in ``directory``; returns the directory."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / RESOLVED_NAME).write_text(resolved_yaml)

@@ -81,7 +81,12 @@ def _fsdp_states(
     optim_stay = not fsdp.get("optimizer_offload", False)
     kind = f"LoRA r={lora_rank}" if lora_rank > 0 else "full"
     return [
-        (f"{who} weights ({fsdp.get('model_dtype', 'fp32')}, 1/{shards})", weights, f"{prefix}.param_offload", params_stay),
+        (
+            f"{who} weights ({fsdp.get('model_dtype', 'fp32')}, 1/{shards})",
+            weights,
+            f"{prefix}.param_offload",
+            params_stay,
+        ),
         (f"{who} gradients ({kind})", grads, f"{prefix}.model_dtype", False),
         (f"{who} AdamW moments ({kind})", optim, f"{prefix}.optimizer_offload", optim_stay),
     ]
@@ -146,7 +151,9 @@ def estimate_memory(
     for component, gib, key, stays in states:
         if stays:
             rows.append(MemoryRow(phase="rollout", component=f"{component}, kept", gib=gib, key=key))
-    rows.append(MemoryRow(phase="rollout", component=f"vLLM reservation ({util:g} of the GPU)", gib=reserved, key=util_key))
+    rows.append(
+        MemoryRow(phase="rollout", component=f"vLLM reservation ({util:g} of the GPU)", gib=reserved, key=util_key)
+    )
 
     rollout_weights = spec.n_params * 2 / tp / GIB
     kv_gib = reserved - rollout_weights - VLLM_OVERHEAD_GIB
@@ -169,8 +176,14 @@ def memory_findings(est: MemoryEstimate, replicas_batch: int | None = None) -> l
     label = f"model {est.model.name}: {est.model.n_params / 1e9:.2f}B parameters, from {est.model.source}"
     out.append(Finding(level="warning" if est.model.estimated else "info", check="memory", key=None, message=label))
     if est.model.moe:
-        out.append(Finding(level="warning", check="memory", key=None, message="a mixture-of-experts model: counted "
-                           "as dense, the estimate is wrong for it"))
+        out.append(
+            Finding(
+                level="warning",
+                check="memory",
+                key=None,
+                message="a mixture-of-experts model: counted as dense, the estimate is wrong for it",
+            )
+        )
     for phase in ("training", "rollout"):
         rows = [r for r in est.rows if r.phase == phase]
         if not rows:
@@ -180,21 +193,38 @@ def memory_findings(est: MemoryEstimate, replicas_batch: int | None = None) -> l
         line = f"{phase}: {total:.1f} of {est.gpu_gib:g} GiB per GPU ({detail})"
         if total > est.gpu_gib:
             worst = max(rows, key=lambda r: r.gib)
-            out.append(Finding(level="error", check="memory", key=worst.key,
-                               message=f"does not fit: {line}; the largest part is {worst.component}"))
+            out.append(
+                Finding(
+                    level="error",
+                    check="memory",
+                    key=worst.key,
+                    message=f"does not fit: {line}; the largest part is {worst.component}",
+                )
+            )
         else:
             out.append(Finding(level="info", check="memory", key=None, message=line))
     util_key = "actor_rollout_ref.rollout.gpu_memory_utilization"
     if not any(r.phase == "rollout" for r in est.rows):
         return out
     if est.kv_tokens < est.engine_max_len:
-        out.append(Finding(level="error", check="memory", key=util_key, message=(
-            f"vLLM's share leaves {est.kv_cache_gib:.1f} GiB of KV cache per GPU ({est.kv_tokens} tokens): vLLM "
-            f"refuses to start unless one sequence of max_model_len {est.engine_max_len} tokens fits; raise it, the "
-            "rollout tensor parallel size, or set actor_rollout_ref.rollout.max_model_len to prompt + response")))
+        out.append(
+            Finding(
+                level="error",
+                check="memory",
+                key=util_key,
+                message=(
+                    f"vLLM's share leaves {est.kv_cache_gib:.1f} GiB of KV cache per GPU ({est.kv_tokens} tokens): "
+                    f"vLLM refuses to start unless one sequence of max_model_len {est.engine_max_len} tokens fits; "
+                    "raise it, the "
+                    "rollout tensor parallel size, or set actor_rollout_ref.rollout.max_model_len to prompt + response"
+                ),
+            )
+        )
     else:
-        line = (f"KV cache ~{est.kv_cache_gib:.1f} GiB per GPU: {est.kv_tokens} tokens, {est.full_sequences:.0f} "
-                f"full-length sequences at once per replica")
+        line = (
+            f"KV cache ~{est.kv_cache_gib:.1f} GiB per GPU: {est.kv_tokens} tokens, {est.full_sequences:.0f} "
+            f"full-length sequences at once per replica"
+        )
         if replicas_batch is not None:
             line += f" (each replica generates {replicas_batch} sequences per step)"
         out.append(Finding(level="info", check="memory", key=None, message=line))
@@ -228,6 +258,12 @@ def hosted_judge_findings(cfg: dict[str, Any], spec: ModelSpec, gpu_gib: float) 
     room = util * gpu_gib - VLLM_OVERHEAD_GIB
     line = f"hosted judge {spec.name} ({spec.n_params / 1e9:.1f}B): {weights:.1f} GiB of weights per GPU at TP {tp}"
     if weights >= room:
-        return [Finding(level="error", check="memory", key="reward.reward_model.rollout.tensor_model_parallel_size",
-                        message=f"{line} leave no KV cache in its {util:g} share of {gpu_gib:g} GiB")]
+        return [
+            Finding(
+                level="error",
+                check="memory",
+                key="reward.reward_model.rollout.tensor_model_parallel_size",
+                message=f"{line} leave no KV cache in its {util:g} share of {gpu_gib:g} GiB",
+            )
+        ]
     return [Finding(level="info", check="memory", key=None, message=f"{line}, {room - weights:.1f} GiB of KV cache")]

@@ -125,14 +125,26 @@ def _sft_batch_findings(cfg: dict[str, Any]) -> list[Finding]:
     batch = int(dig(cfg, "data.train_batch_size", 1))
     out: list[Finding] = []
     if batch % n_gpus:
-        out.append(Finding(level="error", check="gpus", key="data.train_batch_size",
-                           message=f"{batch} does not split over {n_gpus} GPUs (trainer.nnodes x n_gpus_per_node)"))
+        out.append(
+            Finding(
+                level="error",
+                check="gpus",
+                key="data.train_batch_size",
+                message=f"{batch} does not split over {n_gpus} GPUs (trainer.nnodes x n_gpus_per_node)",
+            )
+        )
     rows = _parquet_rows(data_files(dig(cfg, "data.train_files")))
     if rows is not None:
         steps = rows // max(1, batch)
         level = "error" if steps == 0 else "info"
-        out.append(Finding(level=level, check="data", key="data.train_batch_size" if steps == 0 else None,
-                           message=f"{rows} training rows / batch {batch} = {steps} step(s) per epoch"))
+        out.append(
+            Finding(
+                level=level,
+                check="data",
+                key="data.train_batch_size" if steps == 0 else None,
+                message=f"{rows} training rows / batch {batch} = {steps} step(s) per epoch",
+            )
+        )
     return out
 
 

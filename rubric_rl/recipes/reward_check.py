@@ -65,10 +65,7 @@ def _import_or_none(name: str) -> Any:
 
 
 def _validation_findings(e: ValidationError, prefix: str) -> list[Finding]:
-    return [
-        _err(".".join([prefix, *(str(p) for p in err["loc"])]), err["msg"])
-        for err in e.errors()
-    ]
+    return [_err(".".join([prefix, *(str(p) for p in err["loc"])]), err["msg"]) for err in e.errors()]
 
 
 def check_reward(cfg: Mapping[str, Any], composed: Any) -> tuple[list[Finding], bool]:
@@ -86,8 +83,14 @@ def check_reward(cfg: Mapping[str, Any], composed: Any) -> tuple[list[Finding], 
     manager = dig(cfg, "reward.reward_manager.name")
     if is_async and manager == "remote":
         out.append(_err("reward.reward_manager.name", "the 'remote' manager rejects async reward functions"))
-    out.append(Finding(level="info", check="reward", key=None, message=(
-        f"{path}:{name} imports ({'async' if is_async else 'sync'}), manager {manager}")))
+    out.append(
+        Finding(
+            level="info",
+            check="reward",
+            key=None,
+            message=(f"{path}:{name} imports ({'async' if is_async else 'sync'}), manager {manager}"),
+        )
+    )
     adapter_checked = False
     check = getattr(module, "check_verl_config", None)
     if callable(check):
@@ -99,8 +102,14 @@ def check_reward(cfg: Mapping[str, Any], composed: Any) -> tuple[list[Finding], 
     kwargs = dict(dig(cfg, KW, {}) or {})
     loader = _reward_config_loader(module)
     if loader is None:
-        out.append(Finding(level="warning", check="reward", key=KW, message=(
-            "not validated: no RewardConfig found in the reward adapter or rubric_rl.reward")))
+        out.append(
+            Finding(
+                level="warning",
+                check="reward",
+                key=KW,
+                message=("not validated: no RewardConfig found in the reward adapter or rubric_rl.reward"),
+            )
+        )
     else:
         try:
             loader(kwargs)
@@ -122,8 +131,14 @@ def check_judge(cfg: Mapping[str, Any], timeout_s: float, environ: Mapping[str, 
         return [Finding(level="info", check="judge", key=None, message=f"no judge needed (mix: {mix})")]
     if dig(cfg, "reward.reward_model.enable"):
         model = dig(cfg, "reward.reward_model.model_path")
-        return [Finding(level="info", check="judge", key=None, message=(
-            f"judge {model} hosted by verl; the reward function reaches it through reward_router_address"))]
+        return [
+            Finding(
+                level="info",
+                check="judge",
+                key=None,
+                message=(f"judge {model} hosted by verl; the reward function reaches it through reward_router_address"),
+            )
+        ]
     try:
         judge = JudgeConfig.model_validate(kwargs.get("judge") or {})
         resolved = judge.resolved(os.environ if environ is None else environ)
@@ -134,11 +149,24 @@ def check_judge(cfg: Mapping[str, Any], timeout_s: float, environ: Mapping[str, 
         return [_err(f"{KW}.judge.{field}", msg or str(e), check="judge")]
     if resolved.kind == "heuristic":
         if judge.offline:
-            return [Finding(level="info", check="judge", key=None, message=(
-                "the offline heuristic judge, chosen explicitly (judge.offline: true)"))]
-        return [_err(f"{KW}.judge.base_url", (
-            f"mix {mix or '(default)'} needs a judge: set judge.base_url and judge.model (e.g. the URL "
-            "`rubric-rl serve judge` prints), or choose the heuristic with judge.offline=true"), check="judge")]
+            return [
+                Finding(
+                    level="info",
+                    check="judge",
+                    key=None,
+                    message=("the offline heuristic judge, chosen explicitly (judge.offline: true)"),
+                )
+            ]
+        return [
+            _err(
+                f"{KW}.judge.base_url",
+                (
+                    f"mix {mix or '(default)'} needs a judge: set judge.base_url and judge.model (e.g. the URL "
+                    "`rubric-rl serve judge` prints), or choose the heuristic with judge.offline=true"
+                ),
+                check="judge",
+            )
+        ]
     assert resolved.base_url is not None
     try:
         models = list_models(resolved.base_url, timeout_s, resolved.api_key(environ))
@@ -146,5 +174,13 @@ def check_judge(cfg: Mapping[str, Any], timeout_s: float, environ: Mapping[str, 
         return [_err(f"{KW}.judge.base_url", f"the judge is not reachable: {e}", check="judge")]
     if resolved.model not in models:
         return [_err(f"{KW}.judge.model", f"{resolved.base_url} serves {models}, not {resolved.model!r}", "judge")]
-    return [Finding(level="info", check="judge", key=None, message=(
-        f"judge {resolved.model} answers at {resolved.base_url}; the reward workers must reach the same URL"))]
+    return [
+        Finding(
+            level="info",
+            check="judge",
+            key=None,
+            message=(
+                f"judge {resolved.model} answers at {resolved.base_url}; the reward workers must reach the same URL"
+            ),
+        )
+    ]

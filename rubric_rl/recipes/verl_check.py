@@ -88,8 +88,14 @@ def run_validate_config(cfg: Any) -> list[Finding]:
     rank = _lora_rank(cfg)
     if rank > 0 and dig(cfg, "actor_rollout_ref.rollout.name") == "vllm" and importlib.util.find_spec("vllm") is None:
         if rank > VLLM_MAX_LORA_RANKS[-1]:
-            out.append(Finding(level="error", check="verl", key="actor_rollout_ref.model.lora_rank",
-                               message=f"{rank} is above vLLM's largest LoRA rank {VLLM_MAX_LORA_RANKS[-1]}"))
+            out.append(
+                Finding(
+                    level="error",
+                    check="verl",
+                    key="actor_rollout_ref.model.lora_rank",
+                    message=f"{rank} is above vLLM's largest LoRA rank {VLLM_MAX_LORA_RANKS[-1]}",
+                )
+            )
         with open_dict(cfg):
             cfg.actor_rollout_ref.model.lora_rank = 0
             cfg.actor_rollout_ref.model.lora.rank = 0
@@ -97,14 +103,31 @@ def run_validate_config(cfg: Any) -> list[Finding]:
     critic_model = str(dig(cfg, "critic.model.path"))
     if use_critic and not model_config_reachable(critic_model):
         use_critic = False  # verl builds the critic's HFModelConfig, which reads the model's config.json
-        out.append(Finding(level="warning", check="verl", key="critic.model.path", message=(
-            f"{critic_model} is not reachable here (no config.json, not in the local Hugging Face cache): verl's "
-            "validate_config reads it to check the critic, so the critic part was not validated")))
+        out.append(
+            Finding(
+                level="warning",
+                check="verl",
+                key="critic.model.path",
+                message=(
+                    f"{critic_model} is not reachable here (no config.json, not in the local Hugging Face cache): "
+                    "verl's "
+                    "validate_config reads it to check the critic, so the critic part was not validated"
+                ),
+            )
+        )
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             validate_config(config=cfg, use_reference_policy=use_ref, use_critic=use_critic)
-    except (AssertionError, ValueError, TypeError, KeyError, AttributeError, OmegaConfBaseException, HydraException) as e:
+    except (
+        AssertionError,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        OmegaConfBaseException,
+        HydraException,
+    ) as e:
         message = str(e).strip() or type(e).__name__
         out.append(Finding(level="error", check="verl", key=key_in(message), message=f"validate_config: {message}"))
     return out
@@ -124,8 +147,11 @@ def install_findings(cfg: dict[str, Any], entrypoint: str, launching: bool) -> l
             missing("trainer.n_gpus_per_node", "torchrun", "it comes with torch")
         return out
     if dig(cfg, "trainer.use_v1", True) and importlib.util.find_spec("transfer_queue") is None:
-        missing("trainer.use_v1", "transfer_queue (imported by the v1 trainer)",
-                "pip install 'rubric-rl[train]' (TransferQueue>=0.1.10), or set trainer.use_v1=false")
+        missing(
+            "trainer.use_v1",
+            "transfer_queue (imported by the v1 trainer)",
+            "pip install 'rubric-rl[train]' (TransferQueue>=0.1.10), or set trainer.use_v1=false",
+        )
     engine = str(dig(cfg, "actor_rollout_ref.rollout.name"))
     if engine in ENGINE_INSTALL and importlib.util.find_spec(engine) is None:
         missing("actor_rollout_ref.rollout.name", f"the rollout engine {engine}", ENGINE_INSTALL[engine])
@@ -140,6 +166,12 @@ def _visible_gpu_findings(cfg: dict[str, Any]) -> list[Finding]:
     want = int(dig(cfg, "trainer.n_gpus_per_node", 1))
     have = torch.cuda.device_count()
     if int(dig(cfg, "trainer.nnodes", 1)) == 1 and have < want:
-        return [Finding(level="error", check="install", key="trainer.n_gpus_per_node",
-                        message=f"{want} GPUs per node asked, {have} visible here")]
+        return [
+            Finding(
+                level="error",
+                check="install",
+                key="trainer.n_gpus_per_node",
+                message=f"{want} GPUs per node asked, {have} visible here",
+            )
+        ]
     return []

@@ -79,6 +79,7 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def recipe_overrides(name: str, model: Path, data: Path, judge_url: str) -> list[str]:
     """Overrides that point a bundled recipe at the session's tiny model, data, stand-in reward and judge."""
+
     def files(skills: tuple[str, ...], split: str) -> str:
         return "[" + ",".join(str(data / s / f"{split}.parquet") for s in skills) + "]"
 

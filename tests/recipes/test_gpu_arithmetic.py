@@ -21,10 +21,21 @@ def config(**changes: object) -> dict:
         "algorithm": {"adv_estimator": "grpo"},
         AR: {
             "model": {"lora_rank": 0, "enable_gradient_checkpointing": True},
-            "actor": {"ppo_mini_batch_size": 16, "use_dynamic_bsz": True, "ppo_max_token_len_per_gpu": 16384,
-                      "ulysses_sequence_parallel_size": 1, "fsdp_config": {"model_dtype": "fp32", "fsdp_size": -1}},
-            "rollout": {"n": 8, "tensor_model_parallel_size": 4, "data_parallel_size": 1,
-                        "pipeline_model_parallel_size": 1, "gpu_memory_utilization": 0.5, "max_model_len": 12288},
+            "actor": {
+                "ppo_mini_batch_size": 16,
+                "use_dynamic_bsz": True,
+                "ppo_max_token_len_per_gpu": 16384,
+                "ulysses_sequence_parallel_size": 1,
+                "fsdp_config": {"model_dtype": "fp32", "fsdp_size": -1},
+            },
+            "rollout": {
+                "n": 8,
+                "tensor_model_parallel_size": 4,
+                "data_parallel_size": 1,
+                "pipeline_model_parallel_size": 1,
+                "gpu_memory_utilization": 0.5,
+                "max_model_len": 12288,
+            },
             "ref": {"fsdp_config": {"model_dtype": "fp32"}},
         },
         "critic": {"ppo_mini_batch_size": 16, "use_dynamic_bsz": True, "fsdp": {"model_dtype": "fp32"}, "model": {}},
@@ -50,16 +61,22 @@ def error_keys(findings) -> set[str]:
         ({f"{AR}.rollout.tensor_model_parallel_size": 3}, f"{AR}.rollout.tensor_model_parallel_size"),
         ({f"{AR}.rollout.tensor_model_parallel_size": 16}, f"{AR}.rollout.tensor_model_parallel_size"),
         ({"trainer.n_gpus_per_node": 6}, f"{AR}.rollout.tensor_model_parallel_size"),  # 4 does not divide 6
-        ({"trainer.nnodes": 1, "trainer.n_gpus_per_node": 6, f"{AR}.rollout.tensor_model_parallel_size": 4},
-         f"{AR}.rollout.tensor_model_parallel_size"),
+        (
+            {"trainer.nnodes": 1, "trainer.n_gpus_per_node": 6, f"{AR}.rollout.tensor_model_parallel_size": 4},
+            f"{AR}.rollout.tensor_model_parallel_size",
+        ),
         ({"data.train_batch_size": 40}, f"{AR}.actor.ppo_mini_batch_size"),
-        ({f"{AR}.actor.ppo_mini_batch_size": 2, f"{AR}.rollout.n": 4, "data.train_batch_size": 64},
-         f"{AR}.actor.ppo_mini_batch_size"),  # 2 x 4 = 8 sequences over 32 ranks
+        (
+            {f"{AR}.actor.ppo_mini_batch_size": 2, f"{AR}.rollout.n": 4, "data.train_batch_size": 64},
+            f"{AR}.actor.ppo_mini_batch_size",
+        ),  # 2 x 4 = 8 sequences over 32 ranks
         ({f"{AR}.rollout.n": 1}, f"{AR}.rollout.n"),
         ({f"{AR}.rollout.max_model_len": 8192}, f"{AR}.rollout.max_model_len"),
         ({f"{AR}.actor.ppo_max_token_len_per_gpu": 8192}, f"{AR}.actor.ppo_max_token_len_per_gpu"),
-        ({f"{AR}.actor.use_dynamic_bsz": False, f"{AR}.actor.ppo_micro_batch_size_per_gpu": 3},
-         f"{AR}.actor.ppo_micro_batch_size_per_gpu"),
+        (
+            {f"{AR}.actor.use_dynamic_bsz": False, f"{AR}.actor.ppo_micro_batch_size_per_gpu": 3},
+            f"{AR}.actor.ppo_micro_batch_size_per_gpu",
+        ),
     ],
 )
 def test_gpu_arithmetic(changes, key):
@@ -75,8 +92,16 @@ def test_plan_counts_replicas_and_idle_gpus_are_named():
     plan, findings = check_gpus(config(), use_critic=False)
     assert plan is not None and (plan.n_gpus, plan.rollout_replicas, plan.actor_dp) == (32, 8, 32)
     assert plan.sequences_per_replica == 64
-    _, idle = check_gpus(config(**{"trainer.nnodes": 3, f"{AR}.rollout.tensor_model_parallel_size": 8,
-                                   f"{AR}.rollout.data_parallel_size": 2}), use_critic=False)
+    _, idle = check_gpus(
+        config(
+            **{
+                "trainer.nnodes": 3,
+                f"{AR}.rollout.tensor_model_parallel_size": 8,
+                f"{AR}.rollout.data_parallel_size": 2,
+            }
+        ),
+        use_critic=False,
+    )
     (line,) = [f.message for f in idle if f.level == "error" and "idle" in f.message]
     assert "24 GPUs" in line and "1 replicas of 16: 8 GPU(s) would sit idle" in line
 
@@ -88,8 +113,14 @@ def test_critic_batch_is_checked_when_the_critic_is_on():
 
 
 def test_hosted_judge_pool_arithmetic():
-    rm = {"enable": True, "enable_resource_pool": True, "nnodes": 1, "n_gpus_per_node": 8, "model_path": "j",
-          "rollout": {"tensor_model_parallel_size": 3, "data_parallel_size": 1, "pipeline_model_parallel_size": 1}}
+    rm = {
+        "enable": True,
+        "enable_resource_pool": True,
+        "nnodes": 1,
+        "n_gpus_per_node": 8,
+        "model_path": "j",
+        "rollout": {"tensor_model_parallel_size": 3, "data_parallel_size": 1, "pipeline_model_parallel_size": 1},
+    }
     _, findings = check_gpus(config(**{"reward.reward_model": rm}), use_critic=False)
     assert error_keys(findings) == {"reward.reward_model.rollout.tensor_model_parallel_size"}
     rm = {**rm, "nnodes": 0}

@@ -4,7 +4,6 @@ misconfiguration fails with a message naming the key."""
 from __future__ import annotations
 
 import pytest
-
 from recipe_fixtures import BUNDLED, REFERENCE, rl_rows, write_parquet
 
 
@@ -44,16 +43,21 @@ def test_staged_recipe_stages_name_each_others_files(checked):
     assert "hf_model" in stage["stage1_warmup"]["actor_rollout_ref"]["actor"]["checkpoint"]["save_contents"]
     assert stage["stage1_warmup"]["reward"]["custom_reward_function"]["reward_kwargs"]["ledger_dir"] == warmup_dir
     # the recipe files themselves (before the test's overrides) chain the stages' outputs
-    from rubric_rl.recipes.compose import load_recipe
     import yaml
+
+    from rubric_rl.recipes.compose import load_recipe
 
     raw = {s: yaml.safe_load(load_recipe(f"cuda-agent-staged/{s}").path.read_text()) for s in stage}
     common = yaml.safe_load((load_recipe("cuda-agent-staged/stage3_critic").path.parent / "ppo_agent.yaml").read_text())
     assert raw["stage2_rft"]["model"]["path"] == f"{warmup_dir}/final_hf"
-    assert common["actor_rollout_ref"]["model"]["path"] == f"{raw['stage2_rft']['trainer']['default_local_dir']}/final_hf"
+    assert (
+        common["actor_rollout_ref"]["model"]["path"] == f"{raw['stage2_rft']['trainer']['default_local_dir']}/final_hf"
+    )
     s3, s4 = stage["stage3_critic"], stage["stage4_ppo"]
     assert s3["trainer"]["default_local_dir"] == s4["trainer"]["default_local_dir"]  # stage 4 resumes stage 3
-    assert s3["trainer"]["total_training_steps"] == s3["trainer"]["critic_warmup"] < s4["trainer"]["total_training_steps"]
+    assert (
+        s3["trainer"]["total_training_steps"] == s3["trainer"]["critic_warmup"] < s4["trainer"]["total_training_steps"]
+    )
     assert s4["algorithm"]["adv_estimator"] == "gae" and s4["critic"]["enable"] is True
 
 
@@ -164,7 +168,11 @@ def test_sft_batch_larger_than_the_dataset_is_an_error(verl_installed, tiny_mode
 
     report = preflight(
         "cuda-agent-staged/stage2_rft",
-        [f"model.path={tiny_model}", f"data.train_files={data_dir / 'rft' / 'train.parquet'}", "data.train_batch_size=64"],
+        [
+            f"model.path={tiny_model}",
+            f"data.train_files={data_dir / 'rft' / 'train.parquet'}",
+            "data.train_batch_size=64",
+        ],
     ).report
     assert any(f.key == "data.train_batch_size" and "0 step(s)" in f.message for f in report.errors), errors(report)
 

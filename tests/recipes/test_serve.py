@@ -65,8 +65,13 @@ def test_without_vllm_it_says_how_to_install(monkeypatch):
 
 def test_health_wait_and_clean_stop_of_the_process_group(tmp_path):
     pid_file = tmp_path / "worker.pid"
-    config = ServeConfig(role="coder", model="tiny", tensor_parallel=1, port=free_port(),
-                         extra_args=["--startup-delay", "1.0", "--pid-file", str(pid_file)])
+    config = ServeConfig(
+        role="coder",
+        model="tiny",
+        tensor_parallel=1,
+        port=free_port(),
+        extra_args=["--startup-delay", "1.0", "--pid-file", str(pid_file)],
+    )
     with ServedModel(config, launcher=FAKE) as server:
         server.wait_healthy(timeout_s=60, poll_s=0.2)
         assert list_models(config.base_url) == ["tiny"]
@@ -80,15 +85,30 @@ def test_health_wait_and_clean_stop_of_the_process_group(tmp_path):
 
 
 def test_a_server_that_exits_is_reported():
-    config = ServeConfig(role="judge", model="tiny", tensor_parallel=1, port=free_port(), extra_args=["--exit-code", "3"])
+    config = ServeConfig(
+        role="judge", model="tiny", tensor_parallel=1, port=free_port(), extra_args=["--exit-code", "3"]
+    )
     with ServedModel(config, launcher=FAKE) as server, pytest.raises(ServeError, match="exited with code 3"):
         server.wait_healthy(timeout_s=30, poll_s=0.2)
 
 
 def test_cli_prints_the_base_url_and_stops_on_sigterm(tmp_path):
     port = free_port()
-    cmd = [sys.executable, "-c", "from rubric_rl.cli import main; main()", "serve", "judge", "--model", "tiny",
-           "--tp", "1", "--port", str(port), "--vllm-executable", " ".join(FAKE)]
+    cmd = [
+        sys.executable,
+        "-c",
+        "from rubric_rl.cli import main; main()",
+        "serve",
+        "judge",
+        "--model",
+        "tiny",
+        "--tp",
+        "1",
+        "--port",
+        str(port),
+        "--vllm-executable",
+        " ".join(FAKE),
+    ]
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:

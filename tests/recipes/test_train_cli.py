@@ -63,9 +63,18 @@ def test_launching_here_needs_the_engine_and_gpus(overrides, monkeypatch):
 
 
 def test_sft_stage_launches_with_torchrun(verl_installed, tiny_model, data_dir):
-    result = runner.invoke(app, ["train", "cuda-agent-staged/stage2_rft", f"model.path={tiny_model}",
-                                 f"data.train_files={data_dir / 'rft' / 'train.parquet'}", "--dry-run", "--json",
-                                 "--no-show-config"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "cuda-agent-staged/stage2_rft",
+            f"model.path={tiny_model}",
+            f"data.train_files={data_dir / 'rft' / 'train.parquet'}",
+            "--dry-run",
+            "--json",
+            "--no-show-config",
+        ],
+    )
     report = json.loads(result.output)
     assert report["command"][:4] == ["torchrun", "--nnodes=2", "--rdzv-backend=c10d", "--nproc-per-node=8"]
     assert "verl.trainer.sft_trainer" in report["command"] and report["config"] is None
@@ -95,16 +104,29 @@ def test_run_sh_checks_then_launches_main_ppo(verl_installed, tiny_model, data_d
     )
     shim.chmod(0o755)
     run_dir = tmp_path / "run"
-    env = {**os.environ, "PYTHON": str(shim), "LAUNCHED": str(tmp_path / "launched.txt"), "MODEL": str(tiny_model),
-           "DATA_DIR": str(data_dir / "generate"), "RUN_DIR": str(run_dir),
-           "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {
+        **os.environ,
+        "PYTHON": str(shim),
+        "LAUNCHED": str(tmp_path / "launched.txt"),
+        "MODEL": str(tiny_model),
+        "DATA_DIR": str(data_dir / "generate"),
+        "RUN_DIR": str(run_dir),
+        "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
     reward = f"reward.custom_reward_function.path={FAKE_REWARD}"
-    proc = subprocess.run(["bash", str(repo / "recipes" / "one-gpu-try" / "run.sh"), reward], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", str(repo / "recipes" / "one-gpu-try" / "run.sh"), reward],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ready to launch" in proc.stdout
     launched = (tmp_path / "launched.txt").read_text().splitlines()
     assert launched[:4] == ["-m", "verl.trainer.main_ppo", "--config-path", str(repo / "recipes" / "one-gpu-try")]
     assert f"actor_rollout_ref.model.path={tiny_model}" in launched and reward in launched
     assert f"data.train_files=[{data_dir / 'generate' / 'train.parquet'}]" in launched
-    assert yaml.safe_load((run_dir / "resolved_config.yaml").read_text())["trainer"]["default_local_dir"] == str(run_dir)
+    assert yaml.safe_load((run_dir / "resolved_config.yaml").read_text())["trainer"]["default_local_dir"] == str(
+        run_dir
+    )
