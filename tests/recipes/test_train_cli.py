@@ -62,7 +62,9 @@ def test_launching_here_needs_the_engine_and_gpus(overrides, monkeypatch):
     assert "actor_rollout_ref.rollout.name" in errors and "trainer.n_gpus_per_node" in errors
 
 
-def test_sft_stage_launches_with_torchrun(verl_installed, tiny_model, data_dir):
+def test_sft_stage_launches_with_torchrun(verl_installed, tiny_model, data_dir, monkeypatch):
+    monkeypatch.setenv("MASTER_ADDR", "node0")
+    monkeypatch.delenv("MASTER_PORT", raising=False)
     result = runner.invoke(
         app,
         [
@@ -76,7 +78,8 @@ def test_sft_stage_launches_with_torchrun(verl_installed, tiny_model, data_dir):
         ],
     )
     report = json.loads(result.output)
-    assert report["command"][:4] == ["torchrun", "--nnodes=2", "--rdzv-backend=c10d", "--nproc-per-node=8"]
+    rendezvous = ["--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29500", "--nproc-per-node=8"]
+    assert report["command"][:5] == ["torchrun", *rendezvous]
     assert "verl.trainer.sft_trainer" in report["command"] and report["config"] is None
 
 
