@@ -206,6 +206,29 @@ def memory_findings(est: MemoryEstimate, replicas_batch: int | None = None) -> l
     util_key = "actor_rollout_ref.rollout.gpu_memory_utilization"
     if not any(r.phase == "rollout" for r in est.rows):
         return out
+    longest = est.model.max_position_embeddings
+    if longest and est.engine_max_len > longest:
+        out.append(
+            Finding(
+                level="error",
+                check="memory",
+                key="actor_rollout_ref.rollout.max_model_len",
+                message=(
+                    f"{est.engine_max_len} is more than the model's max_position_embeddings {longest} (vLLM refuses it)"
+                ),
+            )
+        )
+    if longest and est.sequence_tokens > longest:
+        out.append(
+            Finding(
+                level="error",
+                check="memory",
+                key="data.max_response_length",
+                message=(
+                    f"prompt + response = {est.sequence_tokens} tokens is more than the model's {longest} positions"
+                ),
+            )
+        )
     if est.kv_tokens < est.engine_max_len:
         out.append(
             Finding(

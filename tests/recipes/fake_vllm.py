@@ -14,7 +14,16 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from rubric_rl.judge.stub_server import completion_body
+
+def completion(content: str, model: str) -> dict:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 def main() -> None:
@@ -66,7 +75,7 @@ def main() -> None:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            self._send(200, completion_body("ok", name, 10, 1))
+            self._send(200, completion("ok", name))
 
     ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
 

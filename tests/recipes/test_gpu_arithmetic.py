@@ -160,3 +160,11 @@ def test_memory_that_cannot_fit_names_the_largest_part():
     tight = copy.deepcopy(config(**{f"{AR}.rollout.gpu_memory_utilization": 0.22}))  # 0.3 GiB left for KV
     kv = [f for f in memory_findings(estimate_memory(tight, spec, 80, False, False)) if f.level == "error"]
     assert [f.key for f in kv] == [f"{AR}.rollout.gpu_memory_utilization"]
+
+
+def test_lengths_beyond_the_models_positions_are_errors():
+    entry = {k: v for k, v in model_table()["qwen2.5-7b"].items() if k != "match"}
+    spec = spec_from_hf_config({**entry, "max_position_embeddings": 8192}, "7b", "t")
+    est = estimate_memory(config(), spec, gpu_gib=80, use_critic=False, use_ref=False)  # 4096 + 8192, vLLM 12288
+    keys = {f.key for f in memory_findings(est) if f.level == "error"}
+    assert keys == {f"{AR}.rollout.max_model_len", "data.max_response_length"}
