@@ -22,6 +22,8 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
     for folder in ("judges", "skills", "rollouts", "recipes", "examples"):
         assert any(n.startswith(f"rubric_rl/_content/{folder}/") for n in names), folder
     assert not any(n.endswith("stub_server.py") for n in names)  # test infrastructure stays in tests/
+    for recipe_file in ("models.yaml", "common.sh", "stitchcuda-grpo-32b/judge/hosted.yaml", "one-gpu-try/run.sh"):
+        assert f"rubric_rl/_content/recipes/{recipe_file}" in names, recipe_file
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
@@ -35,6 +37,8 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
         f"assert rubric_rl.__file__.startswith({str(target)!r}), rubric_rl.__file__\n"
         "assert '_content' in str(r.content_dir('judges'))\n"
         "rubric = load_rubric('stitchcuda')\n"
+        "from rubric_rl.recipes import load_recipe\n"
+        "assert '_content' in str(load_recipe('cuda-agent-staged/stage3_critic').path)\n"
         "print(rubric.name, len(rubric.dimensions), load_skill('refine').name)\n"
     )
     out = subprocess.run(

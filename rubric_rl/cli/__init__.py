@@ -11,8 +11,10 @@ from __future__ import annotations
 import typer
 
 from rubric_rl.cli.judge import judge
+from rubric_rl.cli.serve import serve
 from rubric_rl.cli.skills import skills_app
 from rubric_rl.cli.tasks import tasks_app
+from rubric_rl.cli.train import train
 from rubric_rl.cli.verify import verify, verify_batch
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
@@ -21,6 +23,8 @@ app.add_typer(skills_app, name="skills")
 app.command()(verify)
 app.command("verify-batch")(verify_batch)
 app.command()(judge)
+app.command()(train)
+app.command()(serve)
 
 
 def main() -> None:
