@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TRAIN_STAMP := $(VENV)/.installed-train
 DEMO_OUT ?= runs/demo
 PYTEST_ARGS ?=
 
@@ -17,11 +18,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+# The tests also exercise the verl integration (reward loop, recipes, datasets): verl 0.9.1 on CPU, ~5 min.
+$(TRAIN_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,train]"
+	touch $(TRAIN_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/rubric-rl verify-batch --tasks examples/tasks.jsonl --candidates examples/candidates.jsonl \
 		--out $(DEMO_OUT) --device cpu --judge offline
 
-test: lint
+test: lint $(TRAIN_STAMP)
 	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
 
 lint: $(STAMP)
