@@ -8,7 +8,6 @@ with a warning when read).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from rubric_rl.reward.config import RewardConfig
 from rubric_rl.reward.record import RewardRecord
 
 log = logging.getLogger(__name__)
@@ -27,14 +27,22 @@ def ledger_dir(run_dir: Path) -> Path:
     return run_dir / "ledger"
 
 
-class LedgerWriter:
-    """Appends records to this process's ledger file."""
+CONFIG_FILE = "reward_config.json"
 
-    def __init__(self, run_dir: Path) -> None:
+
+class LedgerWriter:
+    """Appends records to this process's ledger file; the run's resolved config is written beside them once."""
+
+    def __init__(self, run_dir: Path, config: RewardConfig) -> None:
         self.path = ledger_dir(run_dir) / f"rewards-{socket.gethostname()}-{os.getpid()}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.written = 0
+        saved = self.path.parent / CONFIG_FILE
+        if not saved.exists():
+            tmp = saved.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(config.model_dump_json(indent=2))
+            os.replace(tmp, saved)  # whole, whichever worker writes it last
 
     def append(self, record: RewardRecord) -> None:
         line = record.model_dump_json() + "\n"
@@ -42,6 +50,15 @@ class LedgerWriter:
             f.write(line)
             f.flush()
             self.written += 1
+
+
+def saved_config(path: Path) -> RewardConfig | None:
+    """The config a run's ledger was written under (``reward_config.json`` beside it), if present."""
+    for d in (path if path.is_dir() else path.parent, ledger_dir(path)):
+        f = d / CONFIG_FILE
+        if f.is_file():
+            return RewardConfig.model_validate_json(f.read_text())
+    return None
 
 
 def ledger_files(path: Path) -> list[Path]:
@@ -75,26 +92,3 @@ def write_ledger(records: Iterable[RewardRecord], path: Path) -> int:
             f.write(r.model_dump_json() + "\n")
             n += 1
     return n
-
-
-def summary(records: Iterable[RewardRecord]) -> dict[str, object]:
-    """Counts and means for a table: samples, masked, statuses, mean score per data source."""
-    by_source: dict[str, list[float]] = {}
-    statuses: dict[str, int] = {}
-    masked = 0
-    total = 0
-    for r in records:
-        total += 1
-        masked += r.masked
-        statuses[r.verdict.status] = statuses.get(r.verdict.status, 0) + 1
-        by_source.setdefault(r.data_source, []).append(r.score)
-    return {
-        "samples": total,
-        "masked": masked,
-        "statuses": statuses,
-        "mean_score": {k: sum(v) / len(v) for k, v in sorted(by_source.items())},
-    }
-
-
-def dumps(obj: object) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True)

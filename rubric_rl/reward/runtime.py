@@ -118,7 +118,7 @@ def build_scorer(config: RewardConfig) -> RewardScorer:
     board: Board = (
         RemoteBoard(config) if ray_service else GroupBoard(RewardMetrics(config.metrics.window, metrics_sinks(config)))
     )
-    ledger = LedgerWriter(config.ledger.dir) if config.ledger.dir is not None else None
+    ledger = LedgerWriter(config.ledger.dir, config) if config.ledger.dir is not None else None
     log.info(
         "reward: %s/%s mix, backend %s, executor %s, judge %s, ledger %s",
         config.rule.name,
