@@ -25,6 +25,7 @@ import atexit
 import inspect
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -120,44 +121,59 @@ def start_watchdog(pid: int, interval_s: float = 0.5) -> subprocess.Popen[bytes]
 
 
 class EvaluationService:
-    """The body of the per-node actor: a local executor, bounded, with its descendants watched."""
+    """The body of the per-node actor: a local executor on its own event-loop thread, bounded, its descendants
+    watched. A threaded (not async) actor, so that its constructor runs on the main thread and can take SIGTERM:
+    Ray's own handler exits through the interpreter's shutdown, which waits for the executor's threads, so a
+    candidate spinning in native code would hold the process for its whole time limit."""
 
     def __init__(self, sandbox: dict[str, Any], executor: dict[str, Any], max_inflight: int) -> None:
         self.sandbox = SandboxConfig.model_validate(sandbox)
         self.executor_config = ExecutorConfig.model_validate({**executor, "kind": "local"})
-        self.max_inflight = max_inflight
         self.executors_created = 0
         self.evaluations = 0
         self.in_flight = 0
         self.clients: set[str] = set()
-        self._executor: Executor | None = None
-        self._gate: asyncio.Semaphore | None = None
+        self._executor: ThreadedExecutor | None = None
+        self._lock = threading.Lock()
+        self._gate = threading.BoundedSemaphore(max_inflight)
         self._watchdog = start_watchdog(os.getpid())
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        else:
+            log.warning("evaluation service: not on the main thread, SIGTERM is left to Ray (and the watchdog)")
 
-    def _ready(self) -> tuple[Executor, asyncio.Semaphore]:
-        if self._executor is None or self._gate is None:
-            self._executor = make_executor(self.sandbox, self.executor_config)
-            self._gate = asyncio.Semaphore(self.max_inflight)
-            self.executors_created += 1
-        return self._executor, self._gate
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        procs = descendants(os.getpid())
+        procs.pop(self._watchdog.pid, None)
+        kill_listed(procs)
+        os._exit(128 + signum)
 
-    async def evaluate(self, task: str, program: str, deadline_s: float | None, client: str) -> str:
-        executor, gate = self._ready()
-        self.clients.add(client)
+    def _ready(self) -> ThreadedExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadedExecutor(self.sandbox, self.executor_config)
+                self.executors_created += 1
+            return self._executor
+
+    def evaluate(self, task: str, program: str, deadline_s: float | None, client: str) -> str:
+        executor = self._ready()
         t = Task.model_validate_json(task)
-        async with gate:
-            self.in_flight += 1
+        with self._gate:
+            with self._lock:
+                self.clients.add(client)
+                self.in_flight += 1
             try:
-                verdict = await executor.evaluate(t, program, deadline_s=deadline_s)
+                verdict = executor.evaluate_now(t, program, deadline_s=deadline_s)
             except Exception as e:  # an executor bug must come back as a masked sample, not kill the caller
                 log.exception("evaluation service: the executor raised")
                 verdict = infra_verdict(t, program, f"evaluation service: {type(e).__name__}: {e}")
             finally:
-                self.in_flight -= 1
-        self.evaluations += 1
+                with self._lock:
+                    self.in_flight -= 1
+                    self.evaluations += 1
         return verdict.model_dump_json()
 
-    async def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
             "watchdog_pid": self._watchdog.pid,
@@ -168,10 +184,10 @@ class EvaluationService:
             "executor": self._executor.stats() if self._executor is not None else None,
         }
 
-    async def shutdown(self) -> int:
+    def shutdown(self) -> int:
         """Close the executor and kill every descendant but the watchdog; returns how many were killed."""
         if self._executor is not None:
-            await self._executor.close()
+            self._executor.close_now()
             self._executor = None
         procs = descendants(os.getpid())
         procs.pop(self._watchdog.pid, None)
@@ -259,6 +275,8 @@ def shutdown_service(name: str, namespace: str = "rubric_rl", node_id: str | Non
         return False
     try:
         ray.get(actor.shutdown.remote(), timeout=60)
+    except ray.exceptions.RayActorError:
+        return False  # it ended meanwhile (its owner did); its watchdog reaps what it left
     finally:
         ray.kill(actor)
     return True
@@ -287,6 +305,11 @@ class ThreadedExecutor(Executor):
         result: Verdict = await asyncio.wrap_future(
             self._call(self._inner.evaluate(task, program, deadline_s=deadline_s))
         )
+        return result
+
+    def evaluate_now(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+        """``evaluate`` for a caller on no event loop (a thread of the service actor)."""
+        result: Verdict = self._call(self._inner.evaluate(task, program, deadline_s=deadline_s)).result()
         return result
 
     def stats(self) -> dict[str, Any]:
