@@ -67,32 +67,49 @@ class _BoardActor(GroupBoard):
 
 
 class RemoteBoard:
-    """A client of the run's board actor (started by the first worker that needs it)."""
+    """A client of the run's board actor (started by the first worker that needs it). If the board is lost, a
+    sample is settled here as if it had no group (its own score, or the fallback), never lost."""
 
     def __init__(self, config: RewardConfig) -> None:
+        self.config = config
+        self.actor: Any = self._connect()
+
+    def _connect(self) -> Any:
         import ray
 
-        self.actor: Any = (
+        return (
             ray.remote(_BoardActor)
             .options(
                 name=BOARD_NAME,
-                namespace=config.service.namespace,
+                namespace=self.config.service.namespace,
                 get_if_exists=True,
-                lifetime="detached" if config.service.lifetime == "detached" else None,
+                lifetime="detached" if self.config.service.lifetime == "detached" else None,
                 num_cpus=0,
                 max_concurrency=100_000,
             )
-            .remote(config.model_dump(mode="json"))
+            .remote(self.config.model_dump(mode="json"))
         )
 
     async def settle(
         self, group_id: str, size: int, sample_id: str, own_score: float | None, wait_s: float, fallback: float
     ) -> tuple[float, list[str]]:
-        score, peers = await self.actor.settle.remote(group_id, size, sample_id, own_score, wait_s, fallback)
+        import ray
+
+        try:
+            score, peers = await self.actor.settle.remote(group_id, size, sample_id, own_score, wait_s, fallback)
+        except ray.exceptions.RayActorError as e:
+            log.warning("reward board lost (%s): sample %s settled without its group", type(e).__name__, sample_id)
+            self.actor = self._connect()
+            return (own_score if own_score is not None else fallback), []
         return float(score), list(peers)
 
     async def observe(self, row: dict[str, object]) -> None:
-        await self.actor.observe.remote(row)
+        import ray
+
+        try:
+            await self.actor.observe.remote(row)
+        except ray.exceptions.RayActorError:
+            self.actor = self._connect()  # one window's metrics are lost; the ledger has the record
 
 
 def make_executor_for(config: RewardConfig, backend: Literal["cpu", "cuda"], ray_service: bool) -> Executor:
