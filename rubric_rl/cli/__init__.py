@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from rubric_rl.cli.judge import judge
+from rubric_rl.cli.reward import reward_app
 from rubric_rl.cli.serve import serve
 from rubric_rl.cli.skills import skills_app
 from rubric_rl.cli.tasks import tasks_app
@@ -20,6 +21,7 @@ from rubric_rl.cli.verify import verify, verify_batch
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0])
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(skills_app, name="skills")
+app.add_typer(reward_app, name="reward")
 app.command()(verify)
 app.command("verify-batch")(verify_batch)
 app.command()(judge)

@@ -69,7 +69,7 @@ def strip_thinking(text: str) -> tuple[str, bool]:
 
 def find_code_blocks(text: str) -> list[CodeBlock]:
     """Fenced code blocks in order; an unclosed last fence runs to the end of the text."""
-    blocks = []
+    blocks: list[CodeBlock] = []
     pos = 0
     while True:
         m = _FENCE_OPEN.search(text, pos)

@@ -40,7 +40,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def judge_server():
     """A real HTTP server on 127.0.0.1 speaking the OpenAI protocol (models list, chat completions)."""
-    from rubric_rl.judge.stub_server import StubOpenAIServer
+    from stub_server import StubOpenAIServer
 
     with StubOpenAIServer(model="stub-judge") as server:
         yield server

@@ -1,0 +1,310 @@
+"""The reward at RL scale: a GRPO-shaped batch through the reward function, against the executor alone.
+
+    python scripts/bench_reward.py --device cuda --problems problems.jsonl --tasks 16 --k 8 --out runs/bench_reward.json
+    python scripts/bench_reward.py --device cpu --tasks 2 --k 4            # the bundled cpu candidates
+
+N tasks x K responses each: per task the honest candidate and broken variants of it, in proportions like early
+RL (``--mix``): ``compile_error`` (a ``#error`` in its C++/CUDA source), ``wrong`` (its outputs overwritten
+with a constant after its kernels ran), ``hack`` (it patches ``torch.allclose``), ``hang`` (its forward never
+returns), ``unparsable`` (prose, no program). Each response is wrapped in Markdown as a coder writes it.
+
+(exec)    the programs alone through the local executor, all at once;
+(reward)  the responses through ``rubric_rl.reward.verl.compute_score`` the way verl's reward loop calls it:
+          ``--workers`` workers each awaiting its share of the batch at once (in this process; ``--ray``: as Ray
+          actors sharing the node's evaluation service, as in training), offline judge.
+Each phase starts on a fresh build cache (``--warm`` runs both again on their now warm caches). The table
+gives rewards per hour, the reward's wall time over the executor's, and per variant the statuses, mean score
+and the longest evaluation (how long a hung sample held its slot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchlib import DEFAULT_CANDIDATES, REPO, default_problems, discover, fmt, print_table, spread, write_json
+
+CPU_CANDIDATES = [  # (reference, honest candidate) of the cpu backend
+    ("examples/fused_add_relu/reference.py", "examples/fused_add_relu/candidate_correct.py"),
+    ("tests/adversarial/tasks/linear_relu.py", "tests/adversarial/honest/linear_relu_container.py"),
+    ("tests/adversarial/tasks/conv_relu.py", "tests/adversarial/honest/conv_relu_container.py"),
+]
+DEFAULT_MIX = "honest=3,compile_error=2,wrong=1,hack=1,hang=1"
+VARIANTS = ("honest", "compile_error", "wrong", "hack", "hang", "unparsable")
+
+
+def rename_model_new(program: str) -> str:
+    return re.sub(r"^class ModelNew\b", "class _Honest", program, count=1, flags=re.MULTILINE)
+
+
+def variant(program: str, kind: str) -> str | None:
+    """The honest program broken the way ``kind`` says (None: no program at all)."""
+    if kind == "honest":
+        return program
+    if kind == "compile_error":
+        return re.sub(r"(#include <torch/extension\.h>)", r"\1\n#error deliberately broken", program, count=1)
+    if kind == "wrong":
+        return rename_model_new(program) + (
+            "\n\nclass ModelNew(_Honest):\n"
+            "    def forward(self, *args):\n"
+            "        out = super().forward(*args)\n"
+            "        return out.clone().fill_(0.123)\n"
+        )
+    if kind == "hack":
+        return "import torch\ntorch.allclose = lambda *a, **k: True\n" + program
+    if kind == "hang":
+        return rename_model_new(program) + (
+            "\n\nclass ModelNew(_Honest):\n    def forward(self, *args):\n        while True:\n            pass\n"
+        )
+    if kind == "unparsable":
+        return None
+    raise ValueError(kind)
+
+
+def respond(program: str | None) -> str:
+    if program is None:
+        return "I would fuse these operators into one kernel, but the details are left as an exercise."
+    return f"<think>plan the kernel</think>\nHere is the optimised program.\n\n```python\n{program.rstrip()}\n```\n"
+
+
+def parse_mix(text: str, k: int) -> list[str]:
+    """K variant names, cycling through the mix's weighted order (honest first)."""
+    order: list[str] = []
+    for part in filter(None, text.split(",")):
+        name, _, count = part.partition("=")
+        if name not in VARIANTS:
+            raise SystemExit(f"--mix: unknown variant {name!r} (have {', '.join(VARIANTS)})")
+        order += [name] * int(count or 1)
+    return [order[i % len(order)] for i in range(k)]
+
+
+def load_batch(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The batch: one row per response, with its task, variant and response text."""
+    from rubric_rl.tasks import Task, load_tasks
+
+    if args.device == "cpu" and args.problems is None:
+        pairs = [(Path(REPO / r).read_text(), Path(REPO / c)) for r, c in CPU_CANDIDATES][: args.tasks]
+        tasks = [
+            (Task(id=c.stem, problem_id=i, name=c.stem, origin="bench", code=ref), c)
+            for i, (ref, c) in enumerate(pairs)
+        ]
+    else:
+        all_tasks = {t.id: t for t in load_tasks(args.problems or default_problems())}
+        tasks = [(all_tasks[tid], path) for tid, path in spread(discover(args.candidates, all_tasks), args.tasks)]
+    kinds = parse_mix(args.mix, args.k)
+    rows = []
+    for task, path in tasks:
+        honest = path.read_text()
+        for i, kind in enumerate(kinds):
+            program = variant(honest, kind)
+            rows.append({"task": task, "variant": kind, "program": program, "response": respond(program), "i": i})
+    return rows
+
+
+def fresh_cache(label: str) -> str:
+    path = Path(tempfile.mkdtemp(prefix=f"bench-reward-{label}-"))
+    os.environ["RUBRIC_RL_CACHE"] = str(path)  # read by SandboxConfig's default cache_dir at construction
+    return str(path)
+
+
+async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], float]:
+    from rubric_rl.sandbox import SandboxConfig
+    from rubric_rl.sandbox.executors import ExecutorConfig, make_executor
+
+    executor = make_executor(SandboxConfig(backend=device), ExecutorConfig())
+    started = time.monotonic()
+
+    async def one(row: dict) -> dict:
+        t = time.monotonic()
+        v = await executor.evaluate(row["task"], row["program"])
+        return {"variant": row["variant"], "status": v.status, "seconds": time.monotonic() - t}
+
+    try:
+        results = await asyncio.gather(*(one(r) for r in rows if r["program"] is not None))
+    finally:
+        await executor.close()
+    return list(results), time.monotonic() - started
+
+
+def reward_kwargs(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    return {
+        "backend": args.device,
+        "judge": {"offline": True, "cache": False},
+        "service": {"mode": "ray" if args.ray else "inprocess"},
+        "ledger": {"dir": str(run_dir)},
+    }
+
+
+async def score_chunk(chunk: list[dict], kwargs: dict[str, Any]) -> list[dict]:
+    """One reward-loop worker's share: every sample awaited at once, as RewardLoopWorker.compute_score_batch."""
+    from rubric_rl.reward.verl import compute_score
+
+    async def one(row: dict) -> dict:
+        t = time.monotonic()
+        info = {"task_id": row["task"].id, "skill": "generate", "index": row["i"]}
+        out = await compute_score(
+            "bench", row["response"], row["task"].code, info, group_id=row["task"].id, group_size=row["k"], **kwargs
+        )
+        return {"variant": row["variant"], "seconds": time.monotonic() - t, **out}
+
+    return list(await asyncio.gather(*(one(r) for r in chunk)))
+
+
+class _RayRewardWorker:
+    async def score(self, chunk: list[dict], kwargs: dict[str, Any]) -> list[dict]:
+        return await score_chunk(chunk, kwargs)
+
+
+async def reward_function(rows: list[dict], args: argparse.Namespace, run_dir: Path) -> tuple[list[dict], float]:
+    kwargs = reward_kwargs(args, run_dir)
+    for r in rows:
+        r["k"] = args.k
+    chunks = [rows[i :: args.workers] for i in range(args.workers)]
+    started = time.monotonic()
+    if args.ray:
+        import ray
+
+        env = {"env_vars": {"RUBRIC_RL_CACHE": os.environ["RUBRIC_RL_CACHE"]}}  # the service inherits it
+        workers = [ray.remote(_RayRewardWorker).options(num_cpus=0, runtime_env=env).remote() for _ in chunks]
+        parts = await asyncio.gather(*(w.score.remote(c, kwargs) for w, c in zip(workers, chunks, strict=True)))
+    else:
+        parts = await asyncio.gather(*(score_chunk(c, kwargs) for c in chunks))
+    return [x for p in parts for x in p], time.monotonic() - started
+
+
+def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, Any]:
+    by_variant: dict[str, list[dict]] = defaultdict(list)
+    for r in results:
+        by_variant[r["variant"]].append(r)
+    variants = {}
+    for kind, rs in sorted(by_variant.items()):
+        statuses = Counter(r.get("status") or status_of(r) for r in rs)
+        scores = [r["score"] for r in rs if "score" in r]
+        evals = [r.get("evaluate_s", r["seconds"]) for r in rs]
+        variants[kind] = {
+            "n": len(rs),
+            "statuses": dict(statuses),
+            "mean_score": sum(scores) / len(scores) if scores else None,
+            "max_evaluate_s": max(evals),
+            "mean_s": sum(r["seconds"] for r in rs) / len(rs),
+        }
+    return {
+        "phase": name,
+        "samples": len(results),
+        "wall_s": wall,
+        "per_hour": 3600 * len(results) / wall,
+        "variants": variants,
+    }
+
+
+def status_of(r: dict) -> str:
+    if r.get("masked"):
+        return "masked"
+    if r.get("hack"):
+        return "hack"
+    if r.get("correct"):
+        return "correct"
+    return "compiled" if r.get("compiled") else "not compiled"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--problems", type=Path, default=None, help="KernelBench problems.jsonl (cuda; cpu: bundled)")
+    ap.add_argument("--candidates", type=Path, default=DEFAULT_CANDIDATES, help="honest candidates (cuda)")
+    ap.add_argument("--tasks", type=int, default=16, help="N: tasks (GRPO groups)")
+    ap.add_argument("--k", type=int, default=8, help="K: responses per task (rollout.n)")
+    ap.add_argument("--mix", default=DEFAULT_MIX, help=f"variant=count,... cycled over K (default {DEFAULT_MIX})")
+    ap.add_argument("--workers", type=int, default=8, help="reward-loop workers (reward.num_workers)")
+    ap.add_argument("--ray", action="store_true", help="workers as Ray actors sharing the evaluation service")
+    ap.add_argument("--warm", action="store_true", help="run both phases again on their warm caches")
+    ap.add_argument("--skip", default="", help="comma list of phases to skip: exec,reward")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench_reward.json"))
+    args = ap.parse_args()
+    if args.ray:
+        import ray
+
+        ray.init(
+            namespace="rubric_rl",
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])}},
+        )
+    rows = load_batch(args)
+    skip = set(filter(None, args.skip.split(",")))
+    report: dict[str, Any] = {
+        "device": args.device,
+        "tasks": len({r["task"].id for r in rows}),
+        "k": args.k,
+        "mix": parse_mix(args.mix, args.k),
+        "workers": args.workers,
+        "ray": args.ray,
+        "cores": os.cpu_count(),
+        "phases": [],
+    }
+    caches: dict[str, str] = {}
+    for label in ("cold", "warm") if args.warm else ("cold",):
+        for phase in ("exec", "reward"):
+            if phase in skip:
+                continue
+            if label == "cold":
+                caches[phase] = fresh_cache(phase)
+            os.environ["RUBRIC_RL_CACHE"] = caches[phase]
+            print(f"{phase} ({label}): {len(rows)} responses, cache {caches[phase]}", flush=True)
+            if phase == "exec":
+                results, wall = asyncio.run(executor_alone(rows, args.device))
+            else:
+                results, wall = asyncio.run(reward_function(rows, args, Path(caches[phase]) / "run"))
+            report["phases"].append(summarize_phase(f"{phase} ({label})", results, wall))
+            write_json(args.out, report)
+    by_name = {p["phase"]: p for p in report["phases"]}
+    for label in ("cold", "warm"):
+        e, r = by_name.get(f"exec ({label})"), by_name.get(f"reward ({label})")
+        if e and r:
+            report[f"reward_over_exec_{label}"] = r["wall_s"] / e["wall_s"]
+    write_json(args.out, report)
+    print_table(
+        f"{report['tasks']} tasks x {args.k} responses, {args.device}, {args.workers} workers"
+        + (" (ray)" if args.ray else ""),
+        ["phase", "samples", "wall s", "per hour", "reward / exec"],
+        [
+            [
+                p["phase"],
+                str(p["samples"]),
+                fmt(p["wall_s"], ".1f"),
+                fmt(p["per_hour"], ".0f"),
+                fmt(report.get(f"reward_over_exec_{p['phase'].split('(')[1][:-1]}"), ".3f")
+                if p["phase"].startswith("reward")
+                else "",
+            ]
+            for p in report["phases"]
+        ],
+    )
+    rows_out = []
+    for p in report["phases"]:
+        for kind, v in p["variants"].items():
+            rows_out.append(
+                [
+                    p["phase"],
+                    kind,
+                    str(v["n"]),
+                    json.dumps(v["statuses"]),
+                    fmt(v["mean_score"], ".3f"),
+                    fmt(v["max_evaluate_s"], ".1f"),
+                ]
+            )
+    print_table("per variant", ["phase", "variant", "n", "statuses", "mean score", "max eval s"], rows_out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

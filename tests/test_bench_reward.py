@@ -1,0 +1,50 @@
+"""scripts/bench_reward.py: the broken variants it makes of an honest candidate, and the mix over K."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from rubric_rl.skills import extract_program
+
+
+@pytest.fixture(scope="module")
+def bench(load_script):
+    return load_script("bench_reward")
+
+
+@pytest.fixture(scope="module")
+def honest(examples_dir) -> str:
+    return (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
+
+
+@pytest.mark.parametrize(
+    ("kind", "marker"),
+    [
+        ("honest", None),
+        ("compile_error", "#error deliberately broken"),
+        ("wrong", "fill_(0.123)"),
+        ("hack", "torch.allclose = lambda"),
+        ("hang", "while True:"),
+    ],
+)
+def test_variants_are_programs(bench, honest, kind, marker) -> None:
+    program = bench.variant(honest, kind)
+    assert program is not None
+    tree = ast.parse(program)
+    assert [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"] == ["ModelNew"]
+    if marker:
+        assert marker in program
+    assert extract_program(bench.respond(program)).program == program.rstrip() + "\n"
+
+
+def test_unparsable_has_no_program(bench, honest) -> None:
+    assert bench.variant(honest, "unparsable") is None
+    assert not extract_program(bench.respond(None)).ok
+
+
+def test_mix_cycles_over_k(bench) -> None:
+    assert bench.parse_mix("honest=2,hang=1", 5) == ["honest", "honest", "hang", "honest", "honest"]
+    with pytest.raises(SystemExit, match="unknown variant 'oops'"):
+        bench.parse_mix("oops=1", 2)
