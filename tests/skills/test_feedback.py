@@ -34,7 +34,8 @@ CASES = [
         "compile error",
         verdict(
             "compile_error",
-            compile_log="candidate line 17: error: expected ';' before 'const'\ncandidate line 18: error: 's' undeclared",
+            compile_log="candidate line 17: error: expected ';' before 'const'\n"
+            "candidate line 18: error: 's' undeclared",
             errors=["build of 'fused' failed:\ncandidate line 17: error: expected ';' before 'const'"],
         ),
         ["Status: compile_error", "## Compilation", "candidate line 17: error: expected ';'", "'s' undeclared"],
@@ -164,9 +165,8 @@ BOUNDS = [
 @pytest.mark.parametrize(("name", "cfg", "counter"), BOUNDS, ids=[b[0] for b in BOUNDS])
 def test_long_verdicts_are_cut_at_a_line_with_a_note(name, cfg, counter):
     log = "\n".join(f"candidate line {i}: error: thing {i} went wrong" for i in range(200))
-    v = verdict(
-        "compile_error", compile_log=log, findings=[{"rule": "r", "severity": "warn", "source": "static", "message": "m"}]
-    )
+    warning = {"rule": "r", "severity": "warn", "source": "static", "message": "m"}
+    v = verdict("compile_error", compile_log=log, findings=[warning])
     text = render_feedback(v, cfg, count_tokens=counter)
     assert len(text) <= cfg.max_chars
     if counter is not None:
