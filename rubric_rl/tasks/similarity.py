@@ -5,8 +5,8 @@ spot a candidate that copies its reference. Two measures, each in [0, 1]:
 
 - **code**: Jaccard similarity of the sets of token n-grams of the programs after normalisation: comments
   and docstrings gone, formatting canonical (``ast.unparse``), and every name the program binds (variables,
-  arguments, functions, classes, ``self.`` attributes) replaced by one placeholder. Renaming changes nothing;
-  reordering lines changes only the few n-grams that straddle the moved lines.
+  arguments, functions, classes, ``self.`` attributes) replaced by one placeholder. N-grams never straddle two
+  statements (a statement shorter than n is one n-gram), so renaming and reordering lines change nothing.
 - **ops**: ``difflib`` ratio of the operator sequences of the ``Model.forward`` (modules expanded, shape
   ops left out; ``rubric_rl.judge.features.reference_ops``), names canonical (``F.relu``, ``torch.relu``,
   ``nn.ReLU`` and ``x.relu()`` are all ``relu``).
@@ -61,33 +61,52 @@ def _bound_names(tree: ast.AST) -> set[str]:
     return names - {"__init__", "forward"}
 
 
-def normalized_tokens(source: str) -> list[str]:
-    """The program's tokens after normalisation (see the module docstring); [] when it does not parse."""
+def normalized_lines(source: str) -> list[list[str]]:
+    """The program's statements as token lists after normalisation (see the module docstring); [] when it does
+    not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
     _strip_docstrings(tree)
     bound = _bound_names(tree)
-    out: list[str] = []
-    prev = ""
+    raw: list[list[tokenize.TokenInfo]] = [[]]
     for tok in tokenize.generate_tokens(io.StringIO(ast.unparse(tree)).readline):
-        if tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
-            continue
+        if tok.type == tokenize.NEWLINE:
+            raw.append([])
+        elif tok.type not in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+            raw[-1].append(tok)
+    return [_placeholders(line, bound) for line in raw if line]
+
+
+def _placeholders(line: list[tokenize.TokenInfo], bound: set[str]) -> list[str]:
+    """A statement's tokens with the program's own names replaced; keyword-argument names (``kernel_size=``
+    inside a call, not a ``def``'s defaults) and attributes of other objects (``torch.relu``) are the library's
+    and stay."""
+    out: list[str] = []
+    depth = 0
+    for k, tok in enumerate(line):
         text = tok.string
+        depth += text in "([{" and tok.type == tokenize.OP
+        depth -= text in ")]}" and tok.type == tokenize.OP
         if tok.type == tokenize.NAME and not keyword.iskeyword(text) and text in bound:
-            after_dot = prev == "."
-            if not after_dot or out[-2:-1] == ["self"] or out[-2:-1] == [PLACEHOLDER]:
+            after_dot = k > 0 and line[k - 1].string == "."
+            keyword_arg = depth > 0 and k + 1 < len(line) and line[k + 1].string == "=" and line[0].string != "def"
+            if not keyword_arg and (not after_dot or out[-2:-1] in (["self"], [PLACEHOLDER])):
                 text = PLACEHOLDER
         out.append(text)
-        prev = tok.string
     return out
 
 
-def shingles(tokens: Sequence[str], n: int = 5) -> frozenset[tuple[str, ...]]:
-    if len(tokens) < n:
-        return frozenset([tuple(tokens)]) if tokens else frozenset()
-    return frozenset(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+def shingles(lines: Sequence[Sequence[str]], n: int = 5) -> frozenset[tuple[str, ...]]:
+    """Token n-grams within each statement; a statement shorter than n is one n-gram."""
+    out: set[tuple[str, ...]] = set()
+    for line in lines:
+        if len(line) <= n:
+            out.add(tuple(line))
+        else:
+            out.update(tuple(line[i : i + n]) for i in range(len(line) - n + 1))
+    return frozenset(out)
 
 
 def jaccard(a: frozenset, b: frozenset) -> float:
@@ -114,7 +133,7 @@ def sequence_similarity(a: Sequence[str], b: Sequence[str]) -> float:
 
 
 def code_similarity(a: str, b: str) -> float:
-    return jaccard(shingles(normalized_tokens(a)), shingles(normalized_tokens(b)))
+    return jaccard(shingles(normalized_lines(a)), shingles(normalized_lines(b)))
 
 
 def _class_source(source: str, name: str) -> str | None:
@@ -162,7 +181,7 @@ class SimilarityIndex:
     def __init__(self, programs: Sequence[tuple[str, str, str]]) -> None:
         """``programs``: (task_id, name, source) triples."""
         self.entries = [
-            _Entry(tid, name, shingles(normalized_tokens(src)), tuple(operator_sequence(src)))
+            _Entry(tid, name, shingles(normalized_lines(src)), tuple(operator_sequence(src)))
             for tid, name, src in programs
         ]
 
@@ -170,7 +189,7 @@ class SimilarityIndex:
         return len(self.entries)
 
     def nearest(self, source: str) -> Nearest:
-        q_sh, q_ops = shingles(normalized_tokens(source)), operator_sequence(source)
+        q_sh, q_ops = shingles(normalized_lines(source)), operator_sequence(source)
         best_code, best_ops = (0.0, None), (0.0, None)
         best_any: tuple[float, _Entry | None] = (0.0, None)
         for e in self.entries:
