@@ -44,7 +44,7 @@ from rubric_rl.tasks.task import TaskError, check_reference_source
 
 logger = logging.getLogger(__name__)
 
-FUNNEL = ("composed", "well_formed", "decontaminated", *FILTER_ORDER)
+FUNNEL = ("composed", "well_formed", "unique", "decontaminated", *FILTER_ORDER)
 RUNTIME_WINDOW_MS = {"cuda": (1.0, 100.0), "cpu": (0.1, 20.0)}
 # what must match for a rerun to continue an existing output
 _GENERATION_KEYS = ("device", "composer", "seed", "min_ops", "max_ops", "dtype", "anchor_probability", "id_offset",
@@ -139,6 +139,7 @@ class Synthesizer:
         self.llm = LLMComposer(config.llm, self.table, config.device, window) if config.llm else None
         self.funnel_path, self.summary_path = sidecar(out, "funnel.jsonl"), sidecar(out, "summary.json")
         self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}  # program sha256 -> the first candidate that had it
 
     # ---- one candidate -------------------------------------------------------------------------------------
     def candidate(self, i: int, worker: ProbeWorker | None) -> dict[str, Any]:
@@ -167,6 +168,13 @@ class Synthesizer:
         except TaskError as e:
             filters["well_formed"] = {"passed": False, "error": str(e)}
             return self._finish(row, "well_formed", started)
+        with self._lock:
+            repeat = self._seen.get(row["program_sha256"])
+            self._seen.setdefault(row["program_sha256"], i)
+        filters["unique"] = {"passed": repeat is None}
+        if repeat is not None:
+            filters["unique"]["error"] = f"the same program as candidate {repeat}"
+            return self._finish(row, "unique", started)
         filters["decontaminated"] = self._decontaminate(code)
         if not filters["decontaminated"]["passed"]:
             return self._finish(row, "decontaminated", started)
@@ -228,6 +236,9 @@ class Synthesizer:
         """(candidates done, tasks accepted), after repairing both files."""
         funnel = _repair(self.funnel_path)
         tasks = _repair(self.out)
+        for row in funnel:
+            if "program_sha256" in row:
+                self._seen.setdefault(row["program_sha256"], row["candidate"])
         have = {t["provenance"]["candidate"] for t in tasks}
         for row in funnel:
             if row["accepted"] and row["candidate"] not in have:

@@ -34,6 +34,7 @@ class ProbeWorker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._buf = b""
+        self._eof = False
 
     def _start(self) -> None:
         env = dict(os.environ)
@@ -49,6 +50,7 @@ class ProbeWorker:
             start_new_session=True,
         )
         self._buf = b""
+        self._eof = False
         ready = self._read_line(time.monotonic() + self.start_timeout_s)
         if ready is None:
             raise RuntimeError(f"probe worker did not start: {self._stop()}")
@@ -64,6 +66,7 @@ class ProbeWorker:
             if ready:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
+                    self._eof = True
                     return None
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
@@ -95,10 +98,10 @@ class ProbeWorker:
             self.proc.stdin.flush()
             line = self._read_line(started + timeout_s)
         except (BrokenPipeError, OSError):
-            line = None
+            line, self._eof = None, True
         if line is not None:
             return json.loads(line)
-        timed_out = self.proc.poll() is None
+        timed_out = not self._eof
         how = self._stop()
         self.restarts += 1
         error = f"timeout after {timeout_s:.0f} s" if timed_out else f"the worker died ({how[:200]})"
