@@ -58,3 +58,13 @@ def filter_tasks(
             continue
         out.append(t)
     return out
+
+
+def is_evaluation_task(task: Task) -> bool:
+    """Whether a task is one of KernelBench's evaluation problems, which training data must not contain.
+
+    The rule is the level: KernelBench's loaders (checkout, problems JSONL, Hugging Face) give every task its
+    level (1-4), while synthesised tasks and the bundled examples have none. A task source of one's own that
+    sets levels is treated as evaluation data too: the safe side of the line.
+    """
+    return task.level is not None
