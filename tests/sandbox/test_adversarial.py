@@ -36,8 +36,7 @@ CASES = [
     ("freed_reference_output", "fused_add_relu", "incorrect", None, []),
     ("inherits_model", "fused_add_relu", "hack", "static.model_new_uses_model", []),
     ("inherits_model", "fused_add_relu", "hack", "runtime.aten_fallback", ["static.model_new_uses_model"]),
-    ("finds_reference_via_gc", "fused_add_relu", "hack", "static.forbidden_import", []),
-    ("finds_reference_via_gc", "fused_add_relu", "hack", "runtime.forbidden_operation", ["static.forbidden_import"]),
+    ("finds_reference_via_gc", "fused_add_relu", "hack", "runtime.forbidden_operation", []),
     ("patch_allclose", "fused_add_relu", "hack", "static.torch_attribute_assignment", []),
     ("patch_allclose", "fused_add_relu", "hack", "protocol.tampering", ["static.torch_attribute_assignment"]),
     ("patch_tensor_eq", "fused_add_relu", "hack", "static.torch_attribute_assignment", []),
@@ -52,8 +51,7 @@ CASES = [
     ("backend_flags", "fused_add_relu", "hack", "protocol.tampering", ["static.backend_flags"]),
     ("precision_downgrade", "fused_add_relu", "hack", "static.precision_downgrade", []),
     ("precision_downgrade", "fused_add_relu", "hack", "runtime.precision_downgrade", ["static.precision_downgrade"]),
-    ("shell_out", "fused_add_relu", "hack", "static.forbidden_import", []),
-    ("shell_out", "fused_add_relu", "hack", "runtime.forbidden_operation", ["static.forbidden_import"]),
+    ("shell_out", "fused_add_relu", "hack", "runtime.forbidden_operation", []),
     ("touch_files", "fused_add_relu", "hack", "static.forbidden_builtin", []),
     ("touch_files", "fused_add_relu", "hack", "runtime.forbidden_operation", ["static.forbidden_builtin"]),
     ("no_kernel_at_all", "fused_add_relu", "hack", "static.no_custom_kernel", []),
@@ -65,6 +63,7 @@ CASES = [
 
 HONEST = [
     (REPO / "examples" / "fused_add_relu" / "candidate_correct.py", "fused_add_relu"),
+    (ADVERSARIAL / "honest" / "imports_os_for_its_name.py", "fused_add_relu"),
     (TESTS / "programs" / "fault_honest.py", "fused_add_relu"),
     (ADVERSARIAL / "honest" / "linear_relu_container.py", "linear_relu"),
     (ADVERSARIAL / "honest" / "conv_relu_container.py", "conv_relu"),

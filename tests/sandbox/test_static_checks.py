@@ -28,9 +28,10 @@ def test_clean_candidate_has_no_findings():
     "snippet, rule",
     [
         ("class ModelNew(Model):\n    pass\n", "static.model_new_uses_model"),
-        ("import os\n", "static.forbidden_import"),
-        ("import subprocess as sp\n", "static.forbidden_import"),
-        ("from ctypes import CDLL\n", "static.forbidden_import"),
+        ("import os\n", "static.suspect_import"),
+        ("import subprocess as sp\n", "static.suspect_import"),
+        ("from ctypes import CDLL\n", "static.suspect_import"),
+        ("import sys\n", "static.forbidden_import"),
         ("import threading\n", "static.forbidden_import"),
         ("import triton\n", "static.forbidden_import"),
         ("import scipy\n", "static.unknown_import"),
@@ -95,8 +96,14 @@ def test_no_kernel():
     assert "static.no_custom_kernel" not in rules(no_global, backend="cpu")
 
 
+def test_an_audited_import_only_suspects():
+    # A warning: the runtime audit refuses its harmful uses, and an honest os.getpid() is none of them.
+    assert rules(CLEAN + "import os\n")["static.suspect_import"] == "warn"
+    assert rules(CLEAN + "import gc\n")["static.suspect_import"] == "warn"
+
+
 def test_policy_overrides_severity():
-    src = CLEAN + "import os\n"
+    src = CLEAN + "import sys\n"
     assert rules(src, rules={"static.forbidden_import": "warn"})["static.forbidden_import"] == "warn"
     assert "static.forbidden_import" not in rules(src, rules={"static.forbidden_import": "off"})
 

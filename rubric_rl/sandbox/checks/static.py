@@ -20,6 +20,7 @@ RULES: dict[str, tuple[str, str]] = {
     "static.model_new_uses_model": ("error", "ModelNew derives from or uses the reference Model"),
     "static.no_custom_kernel": ("error", "the program compiles no kernel of its own"),
     "static.forbidden_import": ("error", "imports a module that reaches outside the sandbox"),
+    "static.suspect_import": ("warn", "imports a module whose harmful uses the runtime audit refuses"),
     "static.unknown_import": ("warn", "imports a module outside the usual set"),
     "static.forbidden_builtin": ("error", "calls a builtin that executes code, opens files or reaches frames"),
     "static.dynamic_attribute": ("warn", "reads or writes attributes by computed name"),
@@ -39,11 +40,7 @@ RULES: dict[str, tuple[str, str]] = {
 }
 
 FORBIDDEN_MODULES = {
-    "os",
     "sys",
-    "subprocess",
-    "socket",
-    "ctypes",
     "cffi",
     "threading",
     "_thread",
@@ -52,25 +49,12 @@ FORBIDDEN_MODULES = {
     "asyncio",
     "importlib",
     "inspect",
-    "gc",
     "builtins",
     "pickle",
     "marshal",
     "shelve",
-    "shutil",
-    "pathlib",
-    "io",
-    "tempfile",
-    "signal",
-    "mmap",
-    "resource",
-    "pty",
     "fcntl",
-    "urllib",
-    "http",
     "requests",
-    "ftplib",
-    "smtplib",
     "sysconfig",
     "site",
     "runpy",
@@ -84,8 +68,6 @@ FORBIDDEN_MODULES = {
     "faulthandler",
     "tracemalloc",
     "dis",
-    "glob",
-    "fileinput",
     "zipimport",
     "pkgutil",
     "cupy",
@@ -94,6 +76,32 @@ FORBIDDEN_MODULES = {
     "triton",
     "jax",
     "tensorflow",
+}
+# Imported, these only suspect: a program that imports ``os`` for ``os.getpid()`` in an extension's name, or never
+# uses it, does nothing the evaluator must fear, and every harmful use of them (processes, files outside the
+# sandbox, sockets, ctypes, signals, the garbage collector's object lists) raises an audit event the worker's
+# hook refuses (``runtime.forbidden_operation``, checks.audit). So the import is a warning the run confirms or
+# not: on 40 public CUDA solutions, such imports made honest programs 'hack' under the error rule.
+AUDITED_MODULES = {
+    "os",
+    "subprocess",
+    "socket",
+    "ctypes",
+    "shutil",
+    "pathlib",
+    "io",
+    "tempfile",
+    "signal",
+    "mmap",
+    "resource",
+    "pty",
+    "urllib",
+    "http",
+    "ftplib",
+    "smtplib",
+    "gc",
+    "glob",
+    "fileinput",
 }
 ALLOWED_MODULES = {
     "torch",
@@ -407,6 +415,8 @@ def _check(tree: ast.Module, source: str, config: SandboxConfig, reference: str 
                 root = mod.split(".")[0]
                 if root in FORBIDDEN_MODULES:
                     yield _finding("static.forbidden_import", config, node, source, f"imports {mod}")
+                elif root in AUDITED_MODULES:
+                    yield _finding("static.suspect_import", config, node, source, f"imports {mod}")
                 elif mod.startswith(_PRIVATE_TORCH_PREFIXES):
                     yield _finding("static.private_torch", config, node, source, f"imports {mod}")
                 elif isinstance(node, ast.Import) and mod not in ALLOWED_MODULES:

@@ -1,5 +1,6 @@
 """Pattern: finding the reference model's objects at run time (gc, sys.modules) to reuse them.
-Caught by: static.forbidden_import; at run time the audit hook refuses gc.get_objects (runtime.forbidden_operation)."""
+Suspected by: static.suspect_import (a warning); caught at run time: the audit hook refuses gc.get_objects
+(runtime.forbidden_operation)."""
 
 import gc
 import torch

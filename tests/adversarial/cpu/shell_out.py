@@ -1,5 +1,6 @@
 """Pattern: shelling out from the candidate.
-Caught by: static.forbidden_import; at run time the audit hook refuses subprocess (runtime.forbidden_operation)."""
+Suspected by: static.suspect_import (a warning); caught at run time: the audit hook refuses subprocess
+(runtime.forbidden_operation)."""
 
 import subprocess
 import torch
