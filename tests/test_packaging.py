@@ -21,6 +21,8 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for folder in ("judges", "skills", "rollouts", "recipes", "examples"):
         assert any(n.startswith(f"rubric_rl/_content/{folder}/") for n in names), folder
+    for data in ("seed_ops.yaml", "compose_prompt.md"):  # task synthesis's package data
+        assert f"rubric_rl/tasks/synth/{data}" in names, data
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
@@ -34,6 +36,8 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
         f"assert rubric_rl.__file__.startswith({str(target)!r}), rubric_rl.__file__\n"
         "assert '_content' in str(r.content_dir('judges'))\n"
         "rubric = load_rubric('stitchcuda')\n"
+        "from rubric_rl.tasks.synth import load_seed_table\n"
+        "assert len(load_seed_table().ops) > 50\n"
         "print(rubric.name, len(rubric.dimensions), load_skill('refine').name)\n"
     )
     out = subprocess.run(
