@@ -24,6 +24,8 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
     assert not any(n.endswith("stub_server.py") for n in names)  # test infrastructure stays in tests/
     for recipe_file in ("models.yaml", "common.sh", "stitchcuda-grpo-32b/judge/hosted.yaml", "one-gpu-try/run.sh"):
         assert f"rubric_rl/_content/recipes/{recipe_file}" in names, recipe_file
+    for data in ("seed_ops.yaml", "compose_prompt.md"):  # task synthesis's package data
+        assert f"rubric_rl/tasks/synth/{data}" in names, data
     target = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)],
@@ -39,6 +41,8 @@ def test_wheel_ships_content_and_loads_a_bundled_rubric(tmp_path):
         "rubric = load_rubric('stitchcuda')\n"
         "from rubric_rl.recipes import load_recipe\n"
         "assert '_content' in str(load_recipe('cuda-agent-staged/stage3_critic').path)\n"
+        "from rubric_rl.tasks.synth import load_seed_table\n"
+        "assert len(load_seed_table().ops) > 50\n"
         "print(rubric.name, len(rubric.dimensions), load_skill('refine').name)\n"
     )
     out = subprocess.run(

@@ -201,8 +201,9 @@ def skills_build(
     typer.echo(f"{out}: train {rows['train']} rows ({len(manifest['tasks']['train'])} tasks), "
                f"val {rows['val']} rows ({len(manifest['tasks']['val'])} tasks)")  # fmt: skip
     typer.echo(f"per skill: {manifest['counts']['by_skill']}")
-    if manifest["dropped"]:
-        typer.echo(f"dropped: {manifest['dropped']}")
+    dropped = {k: v for k, v in manifest["dropped"].items() if v}
+    if dropped:
+        typer.echo(f"dropped: {dropped}")
     if manifest["excluded_eval_tasks"]:
         typer.echo(f"excluded {len(manifest['excluded_eval_tasks'])} KernelBench evaluation task(s)")
 

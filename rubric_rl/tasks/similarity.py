@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from rubric_rl.judge.features import reference_ops
 
 PLACEHOLDER = "ID"
+NUMBER = "NUM"
 _NORM_DIM = re.compile(r"^((?:batch|instance)norm)[123]d$")
 
 
@@ -61,9 +62,9 @@ def _bound_names(tree: ast.AST) -> set[str]:
     return names - {"__init__", "forward"}
 
 
-def normalized_lines(source: str) -> list[list[str]]:
+def normalized_lines(source: str, numbers: bool = True) -> list[list[str]]:
     """The program's statements as token lists after normalisation (see the module docstring); [] when it does
-    not parse."""
+    not parse. ``numbers=False`` replaces numeric literals by one placeholder too."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -76,17 +77,17 @@ def normalized_lines(source: str) -> list[list[str]]:
             raw.append([])
         elif tok.type not in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
             raw[-1].append(tok)
-    return [_placeholders(line, bound) for line in raw if line]
+    return [_placeholders(line, bound, numbers) for line in raw if line]
 
 
-def _placeholders(line: list[tokenize.TokenInfo], bound: set[str]) -> list[str]:
+def _placeholders(line: list[tokenize.TokenInfo], bound: set[str], numbers: bool) -> list[str]:
     """A statement's tokens with the program's own names replaced; keyword-argument names (``kernel_size=``
     inside a call, not a ``def``'s defaults) and attributes of other objects (``torch.relu``) are the library's
     and stay."""
     out: list[str] = []
     depth = 0
     for k, tok in enumerate(line):
-        text = tok.string
+        text = tok.string if numbers or tok.type != tokenize.NUMBER else NUMBER
         depth += text in "([{" and tok.type == tokenize.OP
         depth -= text in ")]}" and tok.type == tokenize.OP
         if tok.type == tokenize.NAME and not keyword.iskeyword(text) and text in bound:
@@ -132,8 +133,8 @@ def sequence_similarity(a: Sequence[str], b: Sequence[str]) -> float:
     return difflib.SequenceMatcher(None, list(a), list(b), autojunk=False).ratio()
 
 
-def code_similarity(a: str, b: str) -> float:
-    return jaccard(shingles(normalized_lines(a)), shingles(normalized_lines(b)))
+def code_similarity(a: str, b: str, numbers: bool = True) -> float:
+    return jaccard(shingles(normalized_lines(a, numbers)), shingles(normalized_lines(b, numbers)))
 
 
 def _class_source(source: str, name: str) -> str | None:
@@ -148,11 +149,12 @@ def _class_source(source: str, name: str) -> str | None:
 
 
 def copies_reference(reference: str, candidate: str, threshold: float) -> tuple[bool, float]:
-    """Whether the candidate's ``ModelNew`` is (nearly) the reference's ``Model``: (verdict, similarity)."""
+    """Whether the candidate's ``ModelNew`` is (nearly) the reference's ``Model``: (verdict, similarity). Numbers
+    do not count here: a copy with other constants is still a copy."""
     ref, cand = _class_source(reference, "Model"), _class_source(candidate, "ModelNew")
     if ref is None or cand is None:
         return False, 0.0
-    score = code_similarity(ref, cand)
+    score = code_similarity(ref, cand, numbers=False)
     return score >= threshold, score
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ledger_row, program, verdict
+from skill_rows import ledger_row, program, verdict
 from typer.testing import CliRunner
 
 from rubric_rl.cli import app

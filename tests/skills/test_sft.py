@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import COPY, judgment, ledger_row, reference
+from skill_rows import COPY, judgment, ledger_row, reference
 from typer.testing import CliRunner
 
 from rubric_rl.cli import app

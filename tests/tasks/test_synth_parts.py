@@ -253,3 +253,20 @@ def test_task_program_extraction():
     assert program is not None and why is None
     assert extract_task_program("```python\nclass Model: pass\n```")[1].endswith("get_inputs, get_init_inputs()")
     assert extract_task_program("")[0] is None
+
+
+def test_cuda_profile_programs_have_consistent_shapes_on_the_meta_device():
+    """The realistic (cuda) sizes are too large to run here; on the meta device shapes are checked, not values."""
+    import torch
+
+    table = load_seed_table()
+    for i in range(100):
+        rng = random.Random(f"0:{i}")
+        comp = compose(table, "cuda", rng, rng.randint(2, 5))
+        ns: dict = {}
+        exec(render(table, comp), ns)
+        with torch.device("meta"):
+            model = ns["Model"](*ns["get_init_inputs"]())
+            out = model(*ns["get_inputs"]())
+        assert out.dim() >= 2, comp.ops
+        assert sum(p.numel() for p in model.parameters()) <= table.profiles["cuda"].max_params * len(comp.ops)

@@ -9,6 +9,11 @@ Files, for ``--out tasks.jsonl``:
   measurements up to there;
 - ``tasks.config.json``: the resolved configuration; ``tasks.summary.json``: the funnel and histograms.
 
+Stages, in order: ``composed`` (an operator chain fits, or the LLM answered with a usable program),
+``well_formed`` (Model, get_inputs, get_init_inputs), ``unique`` (not a program already probed),
+``decontaminated`` (far enough from every KernelBench problem), then the run-time filters of
+``rubric_rl.tasks.synth.probe``. The first stage a candidate fails is the one that removed it.
+
 Candidate ``i`` is drawn from ``random.Random(f"{seed}:{i}")``, so it is the same program whenever it is made.
 A candidate's funnel row is written (and fsynced) before its task row; after a kill -9 a rerun cuts any line
 left half-written, re-appends the task of an accepted candidate whose task row is missing, and continues with
@@ -253,6 +258,7 @@ class Synthesizer:
         started, made_now, accepted_now = time.monotonic(), 0, 0
         pending = (i for i in itertools.count() if i not in done)
         state = {"accepted": accepted}
+        errors: list[BaseException] = []
 
         def lane() -> None:
             nonlocal made_now, accepted_now
@@ -261,7 +267,7 @@ class Synthesizer:
                 while True:
                     with self._lock:
                         i = next(pending)
-                        if state["accepted"] >= self.cfg.n or i >= self.cfg.budget:
+                        if errors or state["accepted"] >= self.cfg.n or i >= self.cfg.budget:
                             return
                     row = self.candidate(i, worker)
                     with self._lock:
@@ -273,6 +279,9 @@ class Synthesizer:
                         made_now += 1
                     if on_candidate is not None:
                         on_candidate(row)
+            except BaseException as e:  # a bug here must stop the run, not vanish with its thread
+                with self._lock:
+                    errors.append(e)
             finally:
                 worker.close()
 
@@ -281,6 +290,8 @@ class Synthesizer:
             t.start()
         for t in threads:
             t.join()
+        if errors:
+            raise errors[0]
         elapsed = time.monotonic() - started
         summary = summarize(_repair(self.funnel_path))
         summary["this_run"] = {
@@ -297,6 +308,19 @@ def _quantiles(xs: list[float]) -> dict[str, float] | None:
         return None
     xs = sorted(xs)
     return {f"p{int(q * 100)}": round(xs[min(len(xs) - 1, int(q * len(xs)))], 4) for q in (0.1, 0.5, 0.9)}
+
+
+RUNTIME_BUCKETS_MS = (0.1, 1.0, 10.0, 100.0)
+
+
+def _buckets(xs: list[float]) -> dict[str, int]:
+    """Counts of eager medians per decade: '<0.1', '0.1-1', '1-10', '10-100', '>=100' (ms)."""
+    edges = RUNTIME_BUCKETS_MS
+    names = [f"<{edges[0]:g}"] + [f"{a:g}-{b:g}" for a, b in zip(edges, edges[1:], strict=False)] + [f">={edges[-1]:g}"]
+    counts = dict.fromkeys(names, 0)
+    for x in xs:
+        counts[names[sum(x >= e for e in edges)]] += 1
+    return counts
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -321,5 +345,6 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "layouts_accepted": dict(Counter(r.get("layout") for r in kept).most_common()),
         },
         "eager_ms_measured": _quantiles(runtime),
+        "eager_ms_buckets": _buckets(runtime),
         "seconds_per_candidate": round(sum(r["seconds"] for r in rows) / len(rows), 3) if rows else None,
     }

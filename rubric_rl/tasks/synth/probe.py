@@ -54,7 +54,7 @@ class ProbeConfig(BaseModel):
     )
     dead_op_rtol: float = Field(default=1e-4, ge=0, description="Dropping an op changes the output less: dead.")
     dead_op_atol: float = Field(default=1e-4, ge=0, description="Absolute part of the dead-op tolerance.")
-    runtime_ms: tuple[float, float] = Field(default=(0.05, 50.0), description="Eager median window, ms.")
+    runtime_ms: tuple[float, float] = Field(default=(0.1, 20.0), description="Eager median window, ms.")
     warmup: int = Field(default=2, ge=0, description="Untimed eager calls before timing.")
     reps: int = Field(default=10, ge=1, description="Timed eager calls (fewer when max_timing_s runs out).")
     max_timing_s: float = Field(default=5.0, gt=0, description="Seconds the timed calls may take in all.")
@@ -118,13 +118,16 @@ class _Task:
 
         ns = ns or self.ns
         torch.manual_seed(self.cfg.seed)
-        return ns["Model"](*ns["get_init_inputs"]()).to(self.device)
+        with self.device:  # built where it runs: a large model is not initialised on the host first
+            return ns["Model"](*ns["get_init_inputs"]()).to(self.device)
 
     def inputs(self, seed: int) -> list[Any]:
         import torch
 
         torch.manual_seed(seed)
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in self.ns["get_inputs"]()]
+        with self.device:
+            drawn = self.ns["get_inputs"]()
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in drawn]
 
     def run(self, model: Any, inputs: list[Any]) -> list[Any]:
         import torch
