@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import ast
 import threading
+from typing import Literal, overload
 
 _LOCK = threading.Lock()
 
 
-def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
-    """``ast.parse(source, filename)``, serialised process-wide. Raises ``SyntaxError`` as it does."""
+@overload
+def parse_python(source: str, filename: str = ..., mode: Literal["exec"] = ...) -> ast.Module: ...
+@overload
+def parse_python(source: str, filename: str = ..., *, mode: Literal["eval"]) -> ast.Expression: ...
+
+
+def parse_python(source: str, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
+    """``ast.parse(source, filename, mode)``, serialised process-wide. Raises ``SyntaxError`` as it does."""
     with _LOCK:
-        return ast.parse(source, filename)
+        return ast.parse(source, filename, mode)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from rubric_rl.judge.features import reference_ops
+from rubric_rl.syntax import parse_python
 
 PLACEHOLDER = "ID"
 NUMBER = "NUM"
@@ -66,7 +67,7 @@ def normalized_lines(source: str, numbers: bool = True) -> list[list[str]]:
     """The program's statements as token lists after normalisation (see the module docstring); [] when it does
     not parse. ``numbers=False`` replaces numeric literals by one placeholder too."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return []
     _strip_docstrings(tree)
@@ -139,7 +140,7 @@ def code_similarity(a: str, b: str, numbers: bool = True) -> float:
 
 def _class_source(source: str, name: str) -> str | None:
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return None
     for node in tree.body:

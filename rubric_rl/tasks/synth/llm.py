@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
 from rubric_rl.skills.parsing import find_code_blocks, strip_thinking
+from rubric_rl.syntax import parse_python
 from rubric_rl.tasks.synth.compose import Composition
 from rubric_rl.tasks.synth.ops import SeedTable
 from rubric_rl.tasks.task import TaskError, check_reference_source
@@ -58,7 +59,7 @@ class LLMComposerConfig(BaseModel):
 def screen_program(code: str) -> str | None:
     """Why a model-written task program may not be run (None: it may)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as e:
         return f"does not parse: line {e.lineno}: {e.msg}"
     for node in ast.walk(tree):

@@ -20,6 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rubric_rl.syntax import parse_python
+
 BUNDLED_TABLE = Path(__file__).with_name("seed_ops.yaml")
 Family = Literal[
     "activation", "elementwise", "binary", "norm", "softmax", "linear", "conv", "pool", "reshape", "reduce",
@@ -69,13 +71,13 @@ def evaluate(expr: str | int | float | bool, names: dict[str, Any]) -> Any:
     """A rule's value: arithmetic, comparisons, and/or, min/max over ``names``; nothing else."""
     if not isinstance(expr, str):
         return expr
-    return _eval(ast.parse(expr, mode="eval"), names)
+    return _eval(parse_python(expr, mode="eval"), names)
 
 
 def expr_names(expr: str | int | float | bool) -> set[str]:
     if not isinstance(expr, str):
         return set()
-    return {n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)} - {"min", "max"}
+    return {n.id for n in ast.walk(parse_python(expr, mode="eval")) if isinstance(n, ast.Name)} - {"min", "max"}
 
 
 class ParamSpec(BaseModel):

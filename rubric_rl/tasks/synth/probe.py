@@ -35,6 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rubric_rl.syntax import parse_python
+
 FILTER_ORDER = ("runs_eager", "deterministic", "non_trivial", "no_dead_op", "runtime", "compiles")
 
 
@@ -201,7 +203,7 @@ def _forward(tree: ast.Module) -> ast.FunctionDef | None:
 
 def rebinding_statements(code: str) -> list[int]:
     """Indices in ``Model.forward``'s body of statements ``name = ...`` that rebind a name already bound."""
-    forward = _forward(ast.parse(code))
+    forward = _forward(parse_python(code))
     if forward is None:
         return []
     bound = {a.arg for a in forward.args.args}
@@ -215,7 +217,7 @@ def rebinding_statements(code: str) -> list[int]:
 
 
 def _without(code: str, index: int) -> tuple[str, str]:
-    tree = ast.parse(code)
+    tree = parse_python(code)
     forward = _forward(tree)
     assert forward is not None  # rebinding_statements found it
     dropped = ast.unparse(forward.body[index])
