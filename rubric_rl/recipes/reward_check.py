@@ -126,7 +126,7 @@ def check_judge(cfg: Mapping[str, Any], timeout_s: float, environ: Mapping[str, 
     from rubric_rl.serve.endpoint import EndpointError, list_models
 
     kwargs = dict(dig(cfg, KW, {}) or {})
-    mix = kwargs.get("mix")
+    mix = (kwargs.get("mix") or {}).get("name") if isinstance(kwargs.get("mix"), Mapping) else kwargs.get("mix")
     if mix in JUDGE_MIXES_WITHOUT_JUDGE:
         return [Finding(level="info", check="judge", key=None, message=f"no judge needed (mix: {mix})")]
     if dig(cfg, "reward.reward_model.enable"):

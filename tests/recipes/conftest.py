@@ -54,7 +54,7 @@ def checked(verl_installed, tiny_model, data_dir, judge_server) -> dict[str, Any
     results = {
         name: preflight(name, recipe_overrides(name, tiny_model, data_dir, judge_server.url)) for name in BUNDLED
     }
-    hosted = recipe_overrides("stitchcuda-grpo-32b", tiny_model, data_dir, judge_server.url)[:4]
+    hosted = recipe_overrides("stitchcuda-grpo-32b", tiny_model, data_dir, judge_server.url)[:3]  # no judge URL
     results["stitchcuda-grpo-32b judge=hosted"] = preflight(
         "stitchcuda-grpo-32b", [*hosted, "judge=hosted", f"reward.reward_model.model_path={tiny_model}"]
     )

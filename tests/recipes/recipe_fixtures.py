@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-FAKE_REWARD = HERE / "fake_reward.py"
 WORDS = [f"w{i}" for i in range(200)]
 REFERENCE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n"
 
@@ -78,7 +77,7 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def recipe_overrides(name: str, model: Path, data: Path, judge_url: str) -> list[str]:
-    """Overrides that point a bundled recipe at the session's tiny model, data, stand-in reward and judge."""
+    """Overrides that point a bundled recipe at the session's tiny model, data and judge."""
 
     def files(skills: tuple[str, ...], split: str) -> str:
         return "[" + ",".join(str(data / s / f"{split}.parquet") for s in skills) + "]"
@@ -90,7 +89,6 @@ def recipe_overrides(name: str, model: Path, data: Path, judge_url: str) -> list
         f"actor_rollout_ref.model.path={model}",
         f"data.train_files={files(skills, 'train')}",
         f"data.val_files={files(skills, 'val')}",
-        f"reward.custom_reward_function.path={FAKE_REWARD}",
     ]
     if name.startswith("stitchcuda"):
         kw = "reward.custom_reward_function.reward_kwargs.judge"

@@ -19,7 +19,8 @@ def test_every_bundled_recipe_passes_preflight(checked, name):
     checks = {f.check for f in result.report.findings}
     if result.recipe.entrypoint == "ppo":
         assert {"gpus", "memory", "reward", "judge"} <= checks
-        assert result.config["reward"]["custom_reward_function"]["reward_kwargs"]["rule"] in ("speedup", "milestone")
+        kwargs = result.config["reward"]["custom_reward_function"]["reward_kwargs"]
+        assert kwargs["rule"]["name"] in ("speedup", "milestone")
     else:
         assert "data" in checks and "memory" in checks
 
@@ -41,7 +42,7 @@ def test_staged_recipe_stages_name_each_others_files(checked):
     stage = {n.split("/")[1]: checked[n].config for n in BUNDLED if n.startswith("cuda-agent")}
     warmup_dir = stage["stage1_warmup"]["trainer"]["default_local_dir"]
     assert "hf_model" in stage["stage1_warmup"]["actor_rollout_ref"]["actor"]["checkpoint"]["save_contents"]
-    assert stage["stage1_warmup"]["reward"]["custom_reward_function"]["reward_kwargs"]["ledger_dir"] == warmup_dir
+    assert stage["stage1_warmup"]["reward"]["custom_reward_function"]["reward_kwargs"]["ledger"]["dir"] == warmup_dir
     # the recipe files themselves (before the test's overrides) chain the stages' outputs
     import yaml
 
@@ -136,8 +137,11 @@ def test_reward_function_that_does_not_import_fails_naming_the_key(one_gpu, tmp_
 
 
 def test_reward_config_that_does_not_load_fails_naming_the_field(one_gpu):
-    report = one_gpu("reward.custom_reward_function.reward_kwargs.rule=fastest")
-    assert any(f.key == "reward.custom_reward_function.reward_kwargs.rule" for f in report.errors), errors(report)
+    report = one_gpu("reward.custom_reward_function.reward_kwargs.rule.name=fastest")
+    assert any(
+        (f.key or "").startswith("reward.custom_reward_function.reward_kwargs") and "rule.name" in f.message
+        for f in report.errors
+    ), errors(report)
 
 
 def test_judge_must_answer_or_be_chosen_offline(one_gpu, judge_server):

@@ -19,7 +19,7 @@ def test_reward_path_scores_one_sample(verl_installed, name, judge_server, examp
     from rubric_rl.recipes.compose import compose_recipe, load_recipe, resolved
 
     kw = "reward.custom_reward_function.reward_kwargs"
-    overrides = [f"{kw}.ledger_dir={tmp_path}"]
+    overrides = [f"{kw}.ledger.dir={tmp_path}"]
     if name.startswith("stitchcuda"):
         overrides += [f"{kw}.judge.base_url={judge_server.url}", f"{kw}.judge.model=stub-judge"]
     cfg = resolved(compose_recipe(load_recipe(name), overrides))

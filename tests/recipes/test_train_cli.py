@@ -96,8 +96,6 @@ def test_run_sh_checks_then_launches_main_ppo(verl_installed, tiny_model, data_d
     import sys
     from pathlib import Path
 
-    from recipe_fixtures import FAKE_REWARD
-
     repo = Path(__file__).resolve().parents[2]
     shim = tmp_path / "python"
     shim.write_text(
@@ -116,9 +114,8 @@ def test_run_sh_checks_then_launches_main_ppo(verl_installed, tiny_model, data_d
         "RUN_DIR": str(run_dir),
         "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
-    reward = f"reward.custom_reward_function.path={FAKE_REWARD}"
     proc = subprocess.run(
-        ["bash", str(repo / "recipes" / "one-gpu-try" / "run.sh"), reward],
+        ["bash", str(repo / "recipes" / "one-gpu-try" / "run.sh")],
         env=env,
         capture_output=True,
         text=True,
@@ -128,7 +125,7 @@ def test_run_sh_checks_then_launches_main_ppo(verl_installed, tiny_model, data_d
     assert "ready to launch" in proc.stdout
     launched = (tmp_path / "launched.txt").read_text().splitlines()
     assert launched[:4] == ["-m", "verl.trainer.main_ppo", "--config-path", str(repo / "recipes" / "one-gpu-try")]
-    assert f"actor_rollout_ref.model.path={tiny_model}" in launched and reward in launched
+    assert f"actor_rollout_ref.model.path={tiny_model}" in launched
     assert f"data.train_files=[{data_dir / 'generate' / 'train.parquet'}]" in launched
     assert yaml.safe_load((run_dir / "resolved_config.yaml").read_text())["trainer"]["default_local_dir"] == str(
         run_dir
