@@ -116,11 +116,19 @@ def fresh_cache(label: str) -> str:
     return str(path)
 
 
-async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], float]:
-    from rubric_rl.sandbox import SandboxConfig
-    from rubric_rl.sandbox.executors import ExecutorConfig, make_executor
+_executors: dict[str, Any] = {}
 
-    executor = make_executor(SandboxConfig(backend=device), ExecutorConfig())
+
+async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], float]:
+    """The programs through the executor the reward's in-process path uses (kept for the warm pass, as the
+    reward keeps its own), all at once."""
+    from rubric_rl.sandbox import SandboxConfig
+    from rubric_rl.sandbox.executors import ExecutorConfig
+    from rubric_rl.sandbox.executors.service import ThreadedExecutor
+
+    if device not in _executors:
+        _executors[device] = ThreadedExecutor(SandboxConfig(backend=device), ExecutorConfig())
+    executor = _executors[device]
     started = time.monotonic()
 
     async def one(row: dict) -> dict:
@@ -128,10 +136,7 @@ async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], flo
         v = await executor.evaluate(row["task"], row["program"])
         return {"variant": row["variant"], "status": v.status, "seconds": time.monotonic() - t}
 
-    try:
-        results = await asyncio.gather(*(one(r) for r in rows if r["program"] is not None))
-    finally:
-        await executor.close()
+    results = await asyncio.gather(*(one(r) for r in rows if r["program"] is not None))
     return list(results), time.monotonic() - started
 
 
@@ -216,6 +221,41 @@ def status_of(r: dict) -> str:
     return "compiled" if r.get("compiled") else "not compiled"
 
 
+def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """The phases table (rewards per hour, reward over executor) and the per-variant table."""
+    print_table(
+        f"{report['tasks']} tasks x {args.k} responses, {args.device}, {args.workers} workers"
+        + (" (ray)" if args.ray else ""),
+        ["phase", "samples", "wall s", "per hour", "reward / exec"],
+        [
+            [
+                p["phase"],
+                str(p["samples"]),
+                fmt(p["wall_s"], ".1f"),
+                fmt(p["per_hour"], ".0f"),
+                fmt(report.get(f"reward_over_exec_{p['phase'].split('(')[1][:-1]}"), ".3f")
+                if p["phase"].startswith("reward")
+                else "",
+            ]
+            for p in report["phases"]
+        ],
+    )
+    rows_out = []
+    for p in report["phases"]:
+        for kind, v in p["variants"].items():
+            rows_out.append(
+                [
+                    p["phase"],
+                    kind,
+                    str(v["n"]),
+                    json.dumps(v["statuses"]),
+                    fmt(v["mean_score"], ".3f"),
+                    fmt(v["max_evaluate_s"], ".1f"),
+                ]
+            )
+    print_table("per variant", ["phase", "variant", "n", "statuses", "mean score", "max eval s"], rows_out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -272,37 +312,7 @@ def main() -> None:
         if e and r:
             report[f"reward_over_exec_{label}"] = r["wall_s"] / e["wall_s"]
     write_json(args.out, report)
-    print_table(
-        f"{report['tasks']} tasks x {args.k} responses, {args.device}, {args.workers} workers"
-        + (" (ray)" if args.ray else ""),
-        ["phase", "samples", "wall s", "per hour", "reward / exec"],
-        [
-            [
-                p["phase"],
-                str(p["samples"]),
-                fmt(p["wall_s"], ".1f"),
-                fmt(p["per_hour"], ".0f"),
-                fmt(report.get(f"reward_over_exec_{p['phase'].split('(')[1][:-1]}"), ".3f")
-                if p["phase"].startswith("reward")
-                else "",
-            ]
-            for p in report["phases"]
-        ],
-    )
-    rows_out = []
-    for p in report["phases"]:
-        for kind, v in p["variants"].items():
-            rows_out.append(
-                [
-                    p["phase"],
-                    kind,
-                    str(v["n"]),
-                    json.dumps(v["statuses"]),
-                    fmt(v["mean_score"], ".3f"),
-                    fmt(v["max_evaluate_s"], ".1f"),
-                ]
-            )
-    print_table("per variant", ["phase", "variant", "n", "statuses", "mean score", "max eval s"], rows_out)
+    print_report(report, args)
     print(f"wrote {args.out}")
 
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rubric_rl.judge import Judge, Judgment, build_request
+from rubric_rl.judge import Judge, JudgeRequest, Judgment, build_request
 from rubric_rl.reward.config import RewardConfig
 from rubric_rl.reward.groups import group_mean
 from rubric_rl.reward.ledger import LedgerWriter
@@ -103,9 +103,9 @@ class RewardScorer:
         self.backend = backend
         self.config_hash = config.scoring_hash()
 
-    async def _judge(self, task: Task, program: str, info: SampleInfo, verdict: Verdict | None) -> Judgment:
-        assert self.judge is not None
-        request = build_request(
+    def _request(self, task: Task, program: str, info: SampleInfo, verdict: Verdict | None) -> JudgeRequest:
+        """The judge's request; a row that cannot make one (refine without feedback) raises here, at once."""
+        return build_request(
             info.skill,
             task.code,
             program,
@@ -115,14 +115,22 @@ class RewardScorer:
             backend="cuda" if self.backend == "cuda" else "cpu",
             task_id=task.id,
         )
-        return await self.judge.judge(request)
+
+    async def _timed_judge(self, request: JudgeRequest) -> tuple[Judgment, float]:
+        assert self.judge is not None
+        t = time.perf_counter()
+        judgment = await self.judge.judge(request)
+        return judgment, time.perf_counter() - t
 
     async def _evaluate_and_judge(
         self, task: Task, program: str, info: SampleInfo, seconds: StageSeconds
     ) -> tuple[Verdict, Judgment | None]:
-        early: asyncio.Task[Judgment] | None = None
+        """The Verdict, and the judgment where the reward needs one. Without ``judge_sees_verdict`` the judge
+        starts with the evaluation and its answer is dropped when the Verdict makes it moot."""
+        early: asyncio.Task[tuple[Judgment, float]] | None = None
         if self.config.mix.uses_judge and not self.config.judge_sees_verdict:
-            early = asyncio.ensure_future(self._timed_judge(task, program, info, None, seconds))
+            early = asyncio.ensure_future(self._timed_judge(self._request(task, program, info, None)))
+            early.add_done_callback(_retrieve)  # a dropped judgment's error is not worth a warning
         t = time.perf_counter()
         try:
             verdict = await self.executor.evaluate(task, program, deadline_s=self.config.deadline_s)
@@ -132,22 +140,13 @@ class RewardScorer:
             raise
         seconds.evaluate_s = time.perf_counter() - t
         if not needs_judgment(verdict, self.config):
-            if early is not None and not early.done():
+            if early is not None:
                 early.cancel()
-                seconds.judge_s = 0.0
             return verdict, None
-        if early is not None:
-            return verdict, await early
-        return verdict, await self._timed_judge(task, program, info, verdict, seconds)
-
-    async def _timed_judge(
-        self, task: Task, program: str, info: SampleInfo, verdict: Verdict | None, seconds: StageSeconds
-    ) -> Judgment:
-        t = time.perf_counter()
-        try:
-            return await self._judge(task, program, info, verdict)
-        finally:
-            seconds.judge_s = time.perf_counter() - t
+        if early is None:
+            early = asyncio.ensure_future(self._timed_judge(self._request(task, program, info, verdict)))
+        judgment, seconds.judge_s = await early
+        return verdict, judgment
 
     async def score(
         self,
@@ -224,6 +223,11 @@ class RewardScorer:
         )
         seconds.group_wait_s = time.perf_counter() - t
         return score, (peers if own is None else None)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def metrics_row(record: RewardRecord) -> dict[str, object]:
