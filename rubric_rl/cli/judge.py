@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rubric_rl.cli.common import JsonFlag, console, fail, read_text
+from rubric_rl.cli.common import JsonFlag, fail, read_text, read_yaml_mapping, show_record
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from rubric_rl.judge import Judge, JudgeRequest, Judgment
+    from rubric_rl.sandbox.verdict import Verdict
 
 
 def judge(
@@ -38,17 +44,6 @@ def judge(
     """Score one candidate against a rubric (LLM judge, or the offline heuristic when no endpoint is set)."""
     import asyncio
 
-    import yaml
-    from pydantic import ValidationError
-
-    from rubric_rl.judge import JudgeConfig, RubricError, build_request, make_judge
-    from rubric_rl.sandbox.verdict import Verdict
-    from rubric_rl.skills import SkillCardError
-
-    def field_error(e: ValidationError) -> str:
-        err = e.errors()[0]
-        return f"field {'.'.join(str(x) for x in err['loc']) or '(top level)'}: {err['msg']}"
-
     if offline and base_url is not None:
         raise fail("--offline and --base-url exclude each other")
     if backend not in (None, "cuda", "cpu"):
@@ -56,20 +51,8 @@ def judge(
     ref_text, cand_text = read_text(reference, "reference"), read_text(candidate, "candidate")
     feedback_text = read_text(feedback, "feedback") if feedback else None
     previous_text = read_text(previous, "previous program") if previous else None
-    verdict_obj = None
-    if verdict is not None:
-        try:
-            verdict_obj = Verdict.model_validate_json(read_text(verdict, "verdict"))
-        except ValidationError as e:
-            raise fail(f"{verdict}: not a Verdict: {field_error(e)}") from None
-    data: dict[str, Any] = {}
-    if config is not None:
-        try:
-            data = yaml.safe_load(read_text(config, "config")) or {}
-        except yaml.YAMLError as e:
-            raise fail(f"{config}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise fail(f"{config}: expected a mapping of JudgeConfig fields")
+    verdict_obj = _read_verdict(verdict) if verdict is not None else None
+    data = read_yaml_mapping(config, "JudgeConfig") if config is not None else {}
     overrides = {
         "rubric": rubric,
         "base_url": base_url,
@@ -80,43 +63,90 @@ def judge(
         "cache": False if no_cache else None,
     }
     data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        cfg = JudgeConfig.model_validate(data).resolved()
-        request = build_request(
-            skill,
-            ref_text,
-            cand_text,
-            feedback=feedback_text,
-            previous=previous_text,
-            verdict=verdict_obj,
-            backend=backend,  # type: ignore[arg-type]
-            task_id=reference.stem,
-        )
-        judge_ = make_judge(cfg)
-        judge_.rubric.check_skill(request.skill)
-    except ValidationError as e:
-        raise fail(f"{e.title} {field_error(e)}") from None
-    except (RubricError, SkillCardError, FileNotFoundError, ValueError) as e:
-        raise fail(str(e)) from None
+    judge_, request = _judge_and_request(
+        data,
+        skill,
+        ref_text,
+        cand_text,
+        feedback=feedback_text,
+        previous=previous_text,
+        verdict=verdict_obj,
+        backend=backend,
+        task_id=reference.stem,
+    )
+    judgment = asyncio.run(_judge_once(judge_, request))
 
-    async def run():
-        try:
-            return await judge_.judge(request)
-        finally:
-            await judge_.aclose()
-
-    judgment = asyncio.run(run())
-    text = judgment.model_dump_json(indent=2)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-    if as_json:
-        typer.echo(text)
-    else:
+    def panel():
         from rubric_rl.judge.report import judgment_panel
 
-        console().print(judgment_panel(judgment, title=f"{reference.name} <- {candidate.name}"))
+        return judgment_panel(judgment, title=f"{reference.name} <- {candidate.name}")
+
+    show_record(judgment.model_dump_json(indent=2), out, as_json, panel)
     if judgment.judge_failed:
         typer.secho(
             f"warning: the judge failed ({judgment.failure}); neutral fallback scores", err=True, fg=typer.colors.YELLOW
         )
+
+
+def _field_error(e: ValidationError) -> str:
+    err = e.errors()[0]
+    return f"field {'.'.join(str(x) for x in err['loc']) or '(top level)'}: {err['msg']}"
+
+
+def _read_verdict(path: Path) -> Verdict:
+    """The candidate's Verdict JSON, as ``rubric-rl verify --out`` wrote it."""
+    from pydantic import ValidationError
+
+    from rubric_rl.sandbox.verdict import Verdict
+
+    try:
+        return Verdict.model_validate_json(read_text(path, "verdict"))
+    except ValidationError as e:
+        raise fail(f"{path}: not a Verdict: {_field_error(e)}") from None
+
+
+def _judge_and_request(
+    data: dict[str, Any],
+    skill: str,
+    reference_text: str,
+    candidate_text: str,
+    *,
+    feedback: str | None,
+    previous: str | None,
+    verdict: Verdict | None,
+    backend: str | None,
+    task_id: str,
+) -> tuple[Judge, JudgeRequest]:
+    """The judge that ``data`` (JudgeConfig fields) configures and the request it scores; a bad field, rubric or
+    skill exits 2 with a message that names it."""
+    from pydantic import ValidationError
+
+    from rubric_rl.judge import JudgeConfig, RubricError, build_request, make_judge
+    from rubric_rl.skills import SkillCardError
+
+    try:
+        cfg = JudgeConfig.model_validate(data).resolved()
+        request = build_request(
+            skill,
+            reference_text,
+            candidate_text,
+            feedback=feedback,
+            previous=previous,
+            verdict=verdict,
+            backend=backend,  # type: ignore[arg-type]
+            task_id=task_id,
+        )
+        judge_ = make_judge(cfg)
+        judge_.rubric.check_skill(request.skill)
+    except ValidationError as e:
+        raise fail(f"{e.title} {_field_error(e)}") from None
+    except (RubricError, SkillCardError, FileNotFoundError, ValueError) as e:
+        raise fail(str(e)) from None
+    return judge_, request
+
+
+async def _judge_once(judge_: Judge, request: JudgeRequest) -> Judgment:
+    try:
+        return await judge_.judge(request)
+    finally:
+        await judge_.aclose()

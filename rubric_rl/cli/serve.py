@@ -6,11 +6,14 @@ import shlex
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from rubric_rl.cli.common import fail
+
+if TYPE_CHECKING:
+    from rubric_rl.serve import ServedModel
 
 
 def serve(
@@ -69,17 +72,25 @@ def serve(
     typer.echo(" ".join(shlex.quote(c) for c in command))
     if dry_run:
         return
-    server = ServedModel(config, launcher=launcher, log_file=log_file)
+    _serve_until_stopped(ServedModel(config, launcher=launcher, log_file=log_file), startup_timeout)
+
+
+def _serve_until_stopped(server: ServedModel, startup_timeout: float) -> None:
+    """Start the server, wait until it is healthy, print how to reach it, and keep it up until Ctrl-C or SIGTERM
+    (or until it exits by itself, an error)."""
+    from rubric_rl.serve.server import ServeError
+
+    config = server.config
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         server.start()
         server.wait_healthy(startup_timeout, poll_s=1.0, cancel=stop)
-        typer.secho(f"{role} {config.name} is up: base_url {config.base_url}", fg=typer.colors.GREEN)
+        typer.secho(f"{config.role} {config.name} is up: base_url {config.base_url}", fg=typer.colors.GREEN)
         typer.echo(
             f"  e.g. reward.custom_reward_function.reward_kwargs.judge.base_url={config.base_url}"
-            if role == "judge"
+            if config.role == "judge"
             else f"  e.g. --base-url {config.base_url} --model {config.name}"
         )
         while not stop.wait(1.0):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rubric_rl.cli.common import JsonFlag, console, fail, read_text
+from rubric_rl.cli.common import JsonFlag, console, fail, read_text, read_yaml_mapping, show_record
 from rubric_rl.cli.tasks import load_task_source
 
 
@@ -18,19 +18,11 @@ def sandbox_config(
     overrides: dict[str, Any],
 ):
     """SandboxConfig from a YAML file (optional), then CLI overrides; errors name the field."""
-    import yaml
     from pydantic import ValidationError
 
     from rubric_rl.sandbox import SandboxConfig
 
-    data: dict[str, Any] = {}
-    if config_file is not None:
-        try:
-            data = yaml.safe_load(read_text(config_file, "config")) or {}
-        except yaml.YAMLError as e:
-            raise fail(f"{config_file}: not valid YAML: {e}") from None
-        if not isinstance(data, dict):
-            raise fail(f"{config_file}: expected a mapping of SandboxConfig fields")
+    data = read_yaml_mapping(config_file, "SandboxConfig") if config_file is not None else {}
     if device is None and "backend" not in data:
         import torch
 
@@ -97,16 +89,13 @@ def verify(
         typer.echo(report.model_dump_json(indent=2) if as_json else _compile_report_text(report))
         return
     verdict = Evaluator(cfg).evaluate(ref_text, cand_text, task_id=reference.stem)
-    text = verdict.model_dump_json(indent=2)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-    if as_json:
-        typer.echo(text)
-    else:
+
+    def panel():
         from rubric_rl.reporting import verdict_panel
 
-        console().print(verdict_panel(verdict, title=f"{reference.name} <- {candidate.name}"))
+        return verdict_panel(verdict, title=f"{reference.name} <- {candidate.name}")
+
+    show_record(verdict.model_dump_json(indent=2), out, as_json, panel)
 
 
 def verify_batch(

@@ -17,10 +17,19 @@ import re
 import string
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rubric_rl.resources import content_dir, resolve_content
 from rubric_rl.sandbox.verdict import Status
@@ -28,6 +37,15 @@ from rubric_rl.sandbox.verdict import Status
 HeuristicName = Literal["anti_hacking", "cuda_engineering", "operator_coverage", "skill_compliance"]
 HEURISTICS: tuple[str, ...] = ("anti_hacking", "cuda_engineering", "operator_coverage", "skill_compliance")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _identifier(v: str) -> str:
+    if not _NAME.match(v):
+        raise ValueError(f"{v!r} is not an identifier of lowercase letters, digits and underscores")
+    return v
+
+
+Identifier = Annotated[str, AfterValidator(_identifier)]  # a dimension's or a gate's key in the judge's JSON answer
 
 
 class RubricError(ValueError):
@@ -39,7 +57,7 @@ class Dimension(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Identifier used in the judge's JSON answer (lowercase, digits, underscores).")
+    name: Identifier = Field(description="Identifier used in the judge's JSON answer (lowercase, digits, underscores).")
     title: str = Field(default="", description="Human-readable name; defaults to the name.")
     description: str = Field(min_length=1, description="What the dimension measures, shown to the judge verbatim.")
     weight: float = Field(ge=0.0, le=1e6, description="Relative weight in the total (normalised by the sum).")
@@ -51,13 +69,6 @@ class Dimension(BaseModel):
         description="Which offline heuristic scores this dimension; defaults to the name when it is one of "
         f"{list(HEURISTICS)}. The offline judge refuses a rubric with a dimension it cannot score.",
     )
-
-    @field_validator("name")
-    @classmethod
-    def _identifier(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"{v!r} is not an identifier of lowercase letters, digits and underscores")
-        return v
 
     @field_validator("levels")
     @classmethod
@@ -101,7 +112,7 @@ class Gate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Identifier; also the flag's key in the judge's JSON answer.")
+    name: Identifier = Field(description="Identifier; also the flag's key in the judge's JSON answer.")
     description: str = Field(min_length=1, description="When the gate applies; shown to the judge for flags.")
     effect: Literal["zero", "cap"] = Field(description="zero: the total becomes 0; cap: the total is at most `cap`.")
     cap: float | None = Field(default=None, ge=0.0, le=1.0, description="Upper bound of the total (effect cap).")
@@ -130,13 +141,6 @@ class Gate(BaseModel):
     score_at_most: dict[str, int] = Field(
         default_factory=dict, description="Dimension -> score: fires when that dimension's score is at most it."
     )
-
-    @field_validator("name")
-    @classmethod
-    def _identifier(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise ValueError(f"{v!r} is not an identifier of lowercase letters, digits and underscores")
-        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> Gate:

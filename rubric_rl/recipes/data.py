@@ -143,29 +143,17 @@ def check_rl_data(cfg: Mapping[str, Any], tokenizer_path: str | None, max_rows: 
     """Files, columns (``data.prompt_key``, ``data.reward_fn_key``, ``reward_model.ground_truth``) and prompt
     lengths (``data.max_prompt_length``) of a PPO recipe's data."""
     data = dig(cfg, "data", {})
-    paths, out = _files_findings(cfg, ["data.train_files", "data.val_files"], MAKE_RL_DATA)
     prompt_key = str(data.get("prompt_key", "prompt"))
     required = {
         prompt_key: "data.prompt_key",
         str(data.get("reward_fn_key", "data_source")): "data.reward_fn_key",
         "reward_model.ground_truth": "reward.custom_reward_function (reads reward_model.ground_truth)",
     }
-    for path in paths:
-        out += _column_findings(path, "data", required)
-    if out or not paths:
-        return out
-    tokenizer, where, why = _tokenizer_for(cfg, "actor_rollout_ref.model", tokenizer_path)
+    paths, tokenizer, out = _files_and_tokenizer(
+        cfg, MAKE_RL_DATA, required, "actor_rollout_ref.model", tokenizer_path, "prompt", "data.max_prompt_length"
+    )
     if tokenizer is None:
-        return [
-            Finding(
-                level="warning",
-                check="data",
-                key="data.max_prompt_length",
-                message=(
-                    f"prompt lengths not checked: no tokenizer reachable at {where!r} ({why}); pass --tokenizer PATH"
-                ),
-            )
-        ]
+        return out
     limit = int(data.get("max_prompt_length", 512))
     return _length_findings(paths, prompt_key, limit, "data.max_prompt_length", tokenizer, True, data, max_rows)
 
@@ -174,25 +162,37 @@ def check_sft_data(cfg: Mapping[str, Any], tokenizer_path: str | None, max_rows:
     """Files, the ``data.messages_key`` column and whole-conversation lengths (``data.max_length``) of an SFT
     recipe's data."""
     data = dig(cfg, "data", {})
-    paths, out = _files_findings(cfg, ["data.train_files", "data.val_files"], MAKE_SFT_DATA)
     key = str(data.get("messages_key", "messages"))
-    for path in paths:
-        out += _column_findings(path, "data", {key: "data.messages_key"})
-    if out or not paths:
-        return out
-    tokenizer, where, why = _tokenizer_for(cfg, "model", tokenizer_path)
+    paths, tokenizer, out = _files_and_tokenizer(
+        cfg, MAKE_SFT_DATA, {key: "data.messages_key"}, "model", tokenizer_path, "conversation", "data.max_length"
+    )
     if tokenizer is None:
-        return [
-            Finding(
-                level="warning",
-                check="data",
-                key="data.max_length",
-                message=(
-                    f"conversation lengths not checked: no tokenizer reachable at {where!r} ({why}); "
-                    "pass --tokenizer PATH"
-                ),
-            )
-        ]
+        return out
     limit = int(data.get("max_length", 1024))
     sft = {**data, "filter_overlong_prompts": False}
     return _length_findings(paths, key, limit, "data.max_length", tokenizer, False, sft, max_rows)
+
+
+def _files_and_tokenizer(
+    cfg: Mapping[str, Any],
+    how: str,
+    required: Mapping[str, str],
+    model_section: str,
+    tokenizer_path: str | None,
+    lengths_of: str,
+    limit_key: str,
+) -> tuple[list[Path], Any | None, list[Finding]]:
+    """The data files and their ``required`` columns checked, then the tokenizer that counts ``lengths_of``
+    (prompt, conversation) tokens: ``(paths, tokenizer, findings)``; without a tokenizer, the findings are all."""
+    paths, out = _files_findings(cfg, ["data.train_files", "data.val_files"], how)
+    for path in paths:
+        out += _column_findings(path, "data", required)
+    if out or not paths:
+        return paths, None, out
+    tokenizer, where, why = _tokenizer_for(cfg, model_section, tokenizer_path)
+    if tokenizer is None:
+        message = (
+            f"{lengths_of} lengths not checked: no tokenizer reachable at {where!r} ({why}); pass --tokenizer PATH"
+        )
+        return paths, None, [Finding(level="warning", check="data", key=limit_key, message=message)]
+    return paths, tokenizer, []

@@ -48,6 +48,10 @@ def _err(key: str, message: str) -> Finding:
     return Finding(level="error", check="gpus", key=key, message=message)
 
 
+def _info(message: str) -> Finding:
+    return Finding(level="info", check="gpus", key=None, message=message)
+
+
 def _rollout_findings(n_gpus: int, per_node: int, tp: int, world: int, prefix: str, pool: str) -> list[Finding]:
     key = f"{prefix}.tensor_model_parallel_size"
     if tp > per_node:
@@ -155,15 +159,10 @@ def check_gpus(cfg: dict[str, Any], use_critic: bool) -> tuple[GpuPlan | None, l
         sequences_per_step=batch * n_resp,
     )
     out.append(
-        Finding(
-            level="info",
-            check="gpus",
-            key=None,
-            message=(
-                f"{n_gpus} GPU(s): {replicas} vLLM replica(s) of {world} GPU(s), FSDP over {dp} data-parallel rank(s); "
-                f"{batch} prompts x {n_resp} = {batch * n_resp} sequences per step, ~{plan.sequences_per_replica} "
-                "per replica"
-            ),
+        _info(
+            f"{n_gpus} GPU(s): {replicas} vLLM replica(s) of {world} GPU(s), FSDP over {dp} data-parallel rank(s); "
+            f"{batch} prompts x {n_resp} = {batch * n_resp} sequences per step, ~{plan.sequences_per_replica} "
+            "per replica"
         )
     )
     return plan, out
@@ -215,15 +214,10 @@ def _reward_pool_findings(cfg: dict[str, Any], n_gpus: int, per_node: int) -> li
             ]
         out += _rollout_findings(nodes * gpus, gpus, tp, world, prefix, "the judge's pool")
         out.append(
-            Finding(
-                level="info",
-                check="gpus",
-                key=None,
-                message=(
-                    f"the judge has its own pool of {nodes * gpus} GPU(s), {nodes * gpus // max(1, world)} "
-                    "replica(s): the "
-                    f"job needs {n_gpus + nodes * gpus} GPUs in all"
-                ),
+            _info(
+                f"the judge has its own pool of {nodes * gpus} GPU(s), {nodes * gpus // max(1, world)} "
+                "replica(s): the "
+                f"job needs {n_gpus + nodes * gpus} GPUs in all"
             )
         )
     else:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from rubric_rl.recipes.model_spec import ModelSpec
-from rubric_rl.recipes.report import Finding
+from rubric_rl.recipes.report import Finding, Level
 from rubric_rl.recipes.tree import dig
 
 GIB = 1024**3
@@ -172,85 +172,81 @@ def estimate_memory(
 
 def memory_findings(est: MemoryEstimate, replicas_batch: int | None = None) -> list[Finding]:
     """Errors where a phase cannot fit; the numbers as info lines."""
-    out: list[Finding] = []
+    out = _model_findings(est)
+    out += [_phase_finding(est, phase) for phase in ("training", "rollout") if _rows(est, phase)]
+    if _rows(est, "rollout"):
+        out += _rollout_findings(est, replicas_batch)
+    return out
+
+
+def _memory(level: Level, message: str, key: str | None = None) -> Finding:
+    return Finding(level=level, check="memory", key=key, message=message)
+
+
+def _rows(est: MemoryEstimate, phase: Phase) -> list[MemoryRow]:
+    return [r for r in est.rows if r.phase == phase]
+
+
+def _model_findings(est: MemoryEstimate) -> list[Finding]:
+    """Which model the estimate is of, and a warning where its numbers are guesses."""
     label = f"model {est.model.name}: {est.model.n_params / 1e9:.2f}B parameters, from {est.model.source}"
-    out.append(Finding(level="warning" if est.model.estimated else "info", check="memory", key=None, message=label))
+    out = [_memory("warning" if est.model.estimated else "info", label)]
     if est.model.moe:
-        out.append(
-            Finding(
-                level="warning",
-                check="memory",
-                key=None,
-                message="a mixture-of-experts model: counted as dense, the estimate is wrong for it",
-            )
-        )
-    for phase in ("training", "rollout"):
-        rows = [r for r in est.rows if r.phase == phase]
-        if not rows:
-            continue
-        total = est.total(phase)
-        detail = ", ".join(f"{r.component} {r.gib:.1f}" for r in rows)
-        line = f"{phase}: {total:.1f} of {est.gpu_gib:g} GiB per GPU ({detail})"
-        if total > est.gpu_gib:
-            worst = max(rows, key=lambda r: r.gib)
-            out.append(
-                Finding(
-                    level="error",
-                    check="memory",
-                    key=worst.key,
-                    message=f"does not fit: {line}; the largest part is {worst.component}",
-                )
-            )
-        else:
-            out.append(Finding(level="info", check="memory", key=None, message=line))
-    util_key = "actor_rollout_ref.rollout.gpu_memory_utilization"
-    if not any(r.phase == "rollout" for r in est.rows):
-        return out
+        out.append(_memory("warning", "a mixture-of-experts model: counted as dense, the estimate is wrong for it"))
+    return out
+
+
+def _phase_finding(est: MemoryEstimate, phase: Phase) -> Finding:
+    """One phase's total per GPU with its parts: an error naming the largest part when it does not fit."""
+    rows = _rows(est, phase)
+    total = est.total(phase)
+    detail = ", ".join(f"{r.component} {r.gib:.1f}" for r in rows)
+    line = f"{phase}: {total:.1f} of {est.gpu_gib:g} GiB per GPU ({detail})"
+    if total > est.gpu_gib:
+        worst = max(rows, key=lambda r: r.gib)
+        return _memory("error", f"does not fit: {line}; the largest part is {worst.component}", worst.key)
+    return _memory("info", line)
+
+
+def _rollout_findings(est: MemoryEstimate, replicas_batch: int | None) -> list[Finding]:
+    """The rollout engine's lengths against the model's positions, and its KV cache against one sequence."""
+    out: list[Finding] = []
     longest = est.model.max_position_embeddings
     if longest and est.engine_max_len > longest:
         out.append(
-            Finding(
-                level="error",
-                check="memory",
-                key="actor_rollout_ref.rollout.max_model_len",
-                message=(
-                    f"{est.engine_max_len} is more than the model's max_position_embeddings {longest} (vLLM refuses it)"
-                ),
+            _memory(
+                "error",
+                f"{est.engine_max_len} is more than the model's max_position_embeddings {longest} (vLLM refuses it)",
+                "actor_rollout_ref.rollout.max_model_len",
             )
         )
     if longest and est.sequence_tokens > longest:
         out.append(
-            Finding(
-                level="error",
-                check="memory",
-                key="data.max_response_length",
-                message=(
-                    f"prompt + response = {est.sequence_tokens} tokens is more than the model's {longest} positions"
-                ),
+            _memory(
+                "error",
+                f"prompt + response = {est.sequence_tokens} tokens is more than the model's {longest} positions",
+                "data.max_response_length",
             )
         )
     if est.kv_tokens < est.engine_max_len:
         out.append(
-            Finding(
-                level="error",
-                check="memory",
-                key=util_key,
-                message=(
-                    f"vLLM's share leaves {est.kv_cache_gib:.1f} GiB of KV cache per GPU ({est.kv_tokens} tokens): "
-                    f"vLLM refuses to start unless one sequence of max_model_len {est.engine_max_len} tokens fits; "
-                    "raise it, the "
-                    "rollout tensor parallel size, or set actor_rollout_ref.rollout.max_model_len to prompt + response"
-                ),
+            _memory(
+                "error",
+                f"vLLM's share leaves {est.kv_cache_gib:.1f} GiB of KV cache per GPU ({est.kv_tokens} tokens): "
+                f"vLLM refuses to start unless one sequence of max_model_len {est.engine_max_len} tokens fits; "
+                "raise it, the "
+                "rollout tensor parallel size, or set actor_rollout_ref.rollout.max_model_len to prompt + response",
+                "actor_rollout_ref.rollout.gpu_memory_utilization",
             )
         )
-    else:
-        line = (
-            f"KV cache ~{est.kv_cache_gib:.1f} GiB per GPU: {est.kv_tokens} tokens, {est.full_sequences:.0f} "
-            f"full-length sequences at once per replica"
-        )
-        if replicas_batch is not None:
-            line += f" (each replica generates {replicas_batch} sequences per step)"
-        out.append(Finding(level="info", check="memory", key=None, message=line))
+        return out
+    line = (
+        f"KV cache ~{est.kv_cache_gib:.1f} GiB per GPU: {est.kv_tokens} tokens, {est.full_sequences:.0f} "
+        f"full-length sequences at once per replica"
+    )
+    if replicas_batch is not None:
+        line += f" (each replica generates {replicas_batch} sequences per step)"
+    out.append(_memory("info", line))
     return out
 
 
@@ -281,12 +277,6 @@ def hosted_judge_findings(cfg: dict[str, Any], spec: ModelSpec, gpu_gib: float) 
     room = util * gpu_gib - VLLM_OVERHEAD_GIB
     line = f"hosted judge {spec.name} ({spec.n_params / 1e9:.1f}B): {weights:.1f} GiB of weights per GPU at TP {tp}"
     if weights >= room:
-        return [
-            Finding(
-                level="error",
-                check="memory",
-                key="reward.reward_model.rollout.tensor_model_parallel_size",
-                message=f"{line} leave no KV cache in its {util:g} share of {gpu_gib:g} GiB",
-            )
-        ]
-    return [Finding(level="info", check="memory", key=None, message=f"{line}, {room - weights:.1f} GiB of KV cache")]
+        key = "reward.reward_model.rollout.tensor_model_parallel_size"
+        return [_memory("error", f"{line} leave no KV cache in its {util:g} share of {gpu_gib:g} GiB", key)]
+    return [_memory("info", f"{line}, {room - weights:.1f} GiB of KV cache")]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,11 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from rubric_rl.jsonl import repaired_rows
 from rubric_rl.skills.ledger import EvaluatedProgram, read_verdicts_file
 from rubric_rl.skills.parsing import extract_program
 from rubric_rl.tasks import Task
-
-logger = logging.getLogger(__name__)
 
 
 class CandidateInputError(ValueError):
@@ -68,19 +66,6 @@ def read_candidates(path: Path) -> list[Candidate]:
     return out
 
 
-def _done_ids(path: Path) -> set[str]:
-    """Candidate ids already written; a last line cut short by a crash is removed first."""
-    if not path.exists():
-        return set()
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep != len(data):
-        logger.warning("%s: dropping an unfinished last row (%d bytes)", path, len(data) - keep)
-        with path.open("r+b") as f:
-            f.truncate(keep)
-    return {json.loads(line)["candidate_id"] for line in data[:keep].splitlines() if line.strip()}
-
-
 async def bootstrap_evaluations(
     tasks: dict[str, Task],
     candidates: Sequence[Candidate],
@@ -97,7 +82,7 @@ async def bootstrap_evaluations(
     if missing:
         raise CandidateInputError(f"candidates name tasks the sources do not have: {', '.join(missing[:10])}")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    done = _done_ids(out_path)
+    done = {row["candidate_id"] for row in repaired_rows(out_path)}  # a crash's unfinished last row cut first
     todo = [c for c in candidates if c.candidate_id not in done]
     counts = {"candidates": len(candidates), "already_done": len(candidates) - len(todo), "no_program": 0}
 

@@ -220,23 +220,35 @@ class Builder:
         record = self.cache.lookup(key)
         if record is None:
             return None
-        entry = self.cache.entry_dir(key)
-        library = entry / record.library if record.library else None
-        return BuildOutcome(
-            key=key,
-            ok=record.ok,
-            cached=True,
-            seconds=record.seconds,
-            library_path=library,
-            module_name=record.module_name,
-            digest=record.digest,
-            prepared=prepared,
-        )
+        return _outcome(key, record, self.cache.entry_dir(key), prepared, cached=True)
 
     def _compile(
         self, key: str, prepared: PreparedBuild, candidate: str | None, mode: Literal["full", "objects"]
     ) -> BuildOutcome:
+        """Run one build job in a fresh directory and commit what it made, a failed compile too, to the cache;
+        a job that timed out, died or lost its job server leaves nothing there."""
         build_dir = self.cache.new_build_dir(key)
+        request = self._write_request(build_dir, prepared, mode)
+        started = time.monotonic()
+        try:
+            code = self._run_job(request, build_dir, prepared)
+        except JobServerGone as e:
+            return _abandoned(build_dir, key, prepared, time.monotonic() - started, infra_error=str(e))
+        seconds = time.monotonic() - started
+        if code is None:
+            limit = f"build exceeded its {self.timeout_s:.0f} s limit"
+            return _abandoned(build_dir, key, prepared, seconds, timed_out=True, digest=limit)
+        try:
+            result = _read_result(build_dir, code, mode)
+        except _NothingToCache as e:
+            return _abandoned(build_dir, key, prepared, seconds, infra_error=str(e))
+        record = _record(key, result, seconds, prepared, mode, build_dir, candidate)
+        (build_dir / "request.json").unlink(missing_ok=True)
+        entry = self.cache.commit(key, build_dir, record)
+        return _outcome(key, record, entry, prepared, cached=False)
+
+    def _write_request(self, build_dir: Path, prepared: PreparedBuild, mode: Literal["full", "objects"]) -> Path:
+        """The job's ``request.json``: what to build, where, and the shared PCH to use."""
         request = build_dir / "request.json"
         request.write_text(
             json.dumps(
@@ -249,89 +261,100 @@ class Builder:
                 }
             )
         )
+        return request
+
+    def _run_job(self, request: Path, build_dir: Path, prepared: PreparedBuild) -> int | None:
+        """Run the build job through the job server: its exit code, or None when it ran past the limit (killed)."""
         env = dict(os.environ)
         env["TORCH_EXTENSIONS_DIR"] = str(build_dir)
         if prepared.arch_list:
             env["TORCH_CUDA_ARCH_LIST"] = prepared.arch_list
         if self.jobs:
             env["MAX_JOBS"] = str(self.jobs)
-        started = time.monotonic()
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        job = job_server().start(str(request), env, str(build_dir / "job.log"), cores)
         try:
-            job = job_server().start(str(request), env, str(build_dir / "job.log"), cores)
-            try:
-                code = job.wait(self.timeout_s)
-            except BaseException:  # JobServerGone too: the job lives on in its own session
-                # The job runs in its own session (so a timeout can kill nvcc and ninja with it) and would
-                # otherwise outlive an interrupted wait (KeyboardInterrupt, a test's timeout): compiling on,
-                # holding cores and, while it builds the shared PCH, the PCH's lock that other builds wait on.
-                _kill_job(job)
-                shutil.rmtree(build_dir, ignore_errors=True)
-                raise
-            if code is None:
-                _kill_job(job)
-                return _abandoned(
-                    build_dir,
-                    key,
-                    prepared,
-                    time.monotonic() - started,
-                    timed_out=True,
-                    digest=f"build exceeded its {self.timeout_s:.0f} s limit",
-                )
-        except JobServerGone as e:
-            return _abandoned(build_dir, key, prepared, time.monotonic() - started, infra_error=str(e))
-        seconds = time.monotonic() - started
-        try:
-            result = json.loads((build_dir / "result.json").read_text())
-        except (FileNotFoundError, ValueError):
-            log = build_dir / "job.log"
-            tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(it wrote no log)"
-            return _abandoned(build_dir, key, prepared, seconds, infra_error=f"build job died (exit {code}): {tail}")
-        if result.get("infra_error"):
-            return _abandoned(build_dir, key, prepared, seconds, infra_error=result["infra_error"])
-        if result["ok"]:
-            module_name = result["module_name"]
-            library = f"{module_name}.so" if mode == "full" else None
-            if library and not (build_dir / library).exists():
-                return _abandoned(
-                    build_dir, key, prepared, seconds, infra_error=f"build reported success but {library} is missing"
-                )
-            record = BuildRecord(
-                key=key,
-                ok=True,
-                module_name=module_name,
-                library=library,
-                seconds=seconds,
-                split_sources=prepared.split_sources,
-                mode=mode,
-                created=time.time(),
-            )
-        else:
-            raw = result.get("log", "")
-            source_map = build_source_map(build_dir, candidate, prepared.cpp_sources, prepared.cuda_sources)
-            record = BuildRecord(
-                key=key,
-                ok=False,
-                seconds=seconds,
-                digest=digest_compiler_output(raw, source_map),
-                log_tail=raw[-8000:],
-                split_sources=prepared.split_sources,
-                mode=mode,
-                created=time.time(),
-            )
-        for junk in ("request.json",):
-            (build_dir / junk).unlink(missing_ok=True)
-        entry = self.cache.commit(key, build_dir, record)
-        return BuildOutcome(
+            code = job.wait(self.timeout_s)
+        except BaseException:  # JobServerGone too: the job lives on in its own session
+            # The job runs in its own session (so a timeout can kill nvcc and ninja with it) and would
+            # otherwise outlive an interrupted wait (KeyboardInterrupt, a test's timeout): compiling on,
+            # holding cores and, while it builds the shared PCH, the PCH's lock that other builds wait on.
+            _kill_job(job)
+            shutil.rmtree(build_dir, ignore_errors=True)
+            raise
+        if code is None:
+            _kill_job(job)
+        return code
+
+
+class _NothingToCache(Exception):
+    """A finished build job that left no result worth caching (it died, or our side failed); the message says why."""
+
+
+def _read_result(build_dir: Path, code: int, mode: Literal["full", "objects"]) -> dict[str, Any]:
+    """The job's ``result.json``, with the library it reports in place; raises _NothingToCache otherwise."""
+    try:
+        result = json.loads((build_dir / "result.json").read_text())
+    except (FileNotFoundError, ValueError):
+        job_log = build_dir / "job.log"
+        tail = job_log.read_text(errors="replace")[-2000:] if job_log.exists() else "(it wrote no log)"
+        raise _NothingToCache(f"build job died (exit {code}): {tail}") from None
+    if result.get("infra_error"):
+        raise _NothingToCache(result["infra_error"])
+    library = f"{result['module_name']}.so" if result["ok"] and mode == "full" else None
+    if library and not (build_dir / library).exists():
+        raise _NothingToCache(f"build reported success but {library} is missing")
+    return result
+
+
+def _record(
+    key: str,
+    result: dict[str, Any],
+    seconds: float,
+    prepared: PreparedBuild,
+    mode: Literal["full", "objects"],
+    build_dir: Path,
+    candidate: str | None,
+) -> BuildRecord:
+    """``build.json`` of a finished job: the module it built, or the compiler's errors digested."""
+    if result["ok"]:
+        module_name = result["module_name"]
+        return BuildRecord(
             key=key,
-            ok=record.ok,
-            cached=False,
+            ok=True,
+            module_name=module_name,
+            library=f"{module_name}.so" if mode == "full" else None,
             seconds=seconds,
-            library_path=entry / record.library if record.library else None,
-            module_name=record.module_name,
-            digest=record.digest,
-            prepared=prepared,
+            split_sources=prepared.split_sources,
+            mode=mode,
+            created=time.time(),
         )
+    raw = result.get("log", "")
+    source_map = build_source_map(build_dir, candidate, prepared.cpp_sources, prepared.cuda_sources)
+    return BuildRecord(
+        key=key,
+        ok=False,
+        seconds=seconds,
+        digest=digest_compiler_output(raw, source_map),
+        log_tail=raw[-8000:],
+        split_sources=prepared.split_sources,
+        mode=mode,
+        created=time.time(),
+    )
+
+
+def _outcome(key: str, record: BuildRecord, entry: Path, prepared: PreparedBuild, *, cached: bool) -> BuildOutcome:
+    """The caller's view of a cache entry, found there or just committed."""
+    return BuildOutcome(
+        key=key,
+        ok=record.ok,
+        cached=cached,
+        seconds=record.seconds,
+        library_path=entry / record.library if record.library else None,
+        module_name=record.module_name,
+        digest=record.digest,
+        prepared=prepared,
+    )
 
 
 def _abandoned(build_dir: Path, key: str, prepared: PreparedBuild, seconds: float, **why: Any) -> BuildOutcome:

@@ -21,7 +21,7 @@ rewrite can only change how fast a candidate builds, never its verdict.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _TORCH_INCLUDE = re.compile(r"#\s*include\s*[<\"](?:torch|ATen|c10|pybind11|caffe2)/")
 _TORCH_TOKENS = re.compile(r"\b(?:torch|at|c10|pybind11|py)::|\bAT_\w+|\bTORCH_\w+|\bC10_\w+|\bscalar_t\b|\bTensor\b")
@@ -255,110 +255,132 @@ def split_glue_from_kernels(
     items = _items(code)
     if items is None:
         return None
-    includes_cu: list[str] = []
-    includes_cpp: list[str] = []
-    defines: list[str] = []
-    shared_types: list[str] = []
-    device: list[str] = []
-    kernels: dict[str, list[str]] = {}
-    kernel_items: list[str] = []
-    host: list[str] = []
-    device_vars: set[str] = set()
-    for item in items:
-        masked = _mask(item.text)
-        if item.kind == "preprocessor":
-            directive = masked.strip()
-            if directive.startswith("#include") or re.match(r"#\s*include", directive):
-                (includes_cpp if _TORCH_INCLUDE.search(item.text) else includes_cu).append(item.text.strip())
-            elif re.match(r"#\s*define", directive):
-                if _TORCH_TOKENS.search(masked):
-                    return None
-                defines.append(item.text.strip())
-            elif re.match(r"#\s*pragma", directive):
-                device.append(item.text.strip())
-            else:
-                return None  # conditional compilation and the like
-            continue
-        head = _head(item) if item.kind == "block" else masked
-        if re.search(r"\b(?:template|namespace)\b", head):
-            return None
-        if "__global__" in head:
-            sig = _kernel_signature(item)
-            if sig is None or _TORCH_TOKENS.search(masked):
-                return None
-            kernels[sig[0]] = sig[1]
-            kernel_items.append(item.text)
-        elif re.search(r"\b__host__\b", head):
-            return None
-        elif re.search(r"\b(?:__device__|__constant__|__managed__)\b", head):
-            if _TORCH_TOKENS.search(masked):
-                return None
-            device.append(item.text)
-            if item.kind == "statement":
-                device_vars |= set(re.findall(r"(\w+)\s*(?:\[[^\]]*\])*\s*(?:=[^;]*)?;", masked))
-        elif re.match(r"\s*(?:typedef|using|struct|class|union|enum|(?:static\s+)?(?:constexpr|const)\s)", head):
-            if _TORCH_TOKENS.search(masked):
-                return None
-            if _DEVICE_ONLY.search(masked) or "__device__" in masked:
-                device.append(item.text)  # a type with device members: the kernel file's alone
-            else:
-                shared_types.append(item.text)
-        else:
-            if _DEVICE_ONLY.search(masked):
-                return None
-            host.append(item.text)
-    if not kernels or not host:
+    parts = _Parts()
+    if not all(_sort_item(item, parts) for item in items):
         return None
-    glue_masked = _mask("\n".join(host))
-    for name in kernels:
+    if not parts.kernels or not parts.host or not _host_only_launches_kernels(parts):
+        return None
+    rewritten_host = [_replace_launches(h, parts.kernels) for h in parts.host]
+    if any(r is None for r in rewritten_host):
+        return None
+    launchers = [_launcher(name, params) for name, params in parts.kernels.items()]
+    kernel_file = [
+        "#include <cuda_runtime.h>",
+        *parts.includes_cu,
+        *parts.defines,
+        *parts.shared_types,
+        *parts.device,
+        *parts.kernel_items,
+        *(definition for definition, _ in launchers),
+    ]
+    glue = [
+        "#include <cuda_runtime.h>",
+        *parts.includes_cu,
+        *parts.includes_cpp,
+        *parts.defines,
+        *parts.shared_types,
+        *(declaration for _, declaration in launchers),
+        *(r for r in rewritten_host if r is not None),
+    ]
+    return SplitSources(
+        cpp_sources=["#include <torch/extension.h>", *cpp_sources, "\n".join(glue) + "\n"],
+        cuda_sources=["\n".join(kernel_file) + "\n"],
+    )
+
+
+@dataclass
+class _Parts:
+    """A translation unit's top-level items sorted by where they go: the kernel file, the glue, or both."""
+
+    includes_cu: list[str] = field(default_factory=list)  # both
+    includes_cpp: list[str] = field(default_factory=list)  # torch's: the glue
+    defines: list[str] = field(default_factory=list)  # both
+    shared_types: list[str] = field(default_factory=list)  # host-only types: both
+    device: list[str] = field(default_factory=list)  # device code, pragmas, types with device members: kernels
+    kernels: dict[str, list[str]] = field(default_factory=dict)  # name -> parameters
+    kernel_items: list[str] = field(default_factory=list)  # the kernels' text: the kernel file
+    host: list[str] = field(default_factory=list)  # host functions: the glue, launches rewritten
+    device_vars: set[str] = field(default_factory=set)  # device variables, which host code must not name
+
+
+def _sort_item(item: _Item, parts: _Parts) -> bool:
+    """File one top-level item into ``parts``; False when it makes the split unsafe."""
+    masked = _mask(item.text)
+    if item.kind == "preprocessor":
+        return _sort_directive(item, masked, parts)
+    head = _head(item) if item.kind == "block" else masked
+    if re.search(r"\b(?:template|namespace)\b", head):
+        return False
+    if "__global__" in head:
+        sig = _kernel_signature(item)
+        if sig is None or _TORCH_TOKENS.search(masked):
+            return False
+        parts.kernels[sig[0]] = sig[1]
+        parts.kernel_items.append(item.text)
+    elif re.search(r"\b__host__\b", head):
+        return False
+    elif re.search(r"\b(?:__device__|__constant__|__managed__)\b", head):
+        if _TORCH_TOKENS.search(masked):
+            return False
+        parts.device.append(item.text)
+        if item.kind == "statement":
+            parts.device_vars |= set(re.findall(r"(\w+)\s*(?:\[[^\]]*\])*\s*(?:=[^;]*)?;", masked))
+    elif re.match(r"\s*(?:typedef|using|struct|class|union|enum|(?:static\s+)?(?:constexpr|const)\s)", head):
+        if _TORCH_TOKENS.search(masked):
+            return False
+        if _DEVICE_ONLY.search(masked) or "__device__" in masked:
+            parts.device.append(item.text)  # a type with device members: the kernel file's alone
+        else:
+            parts.shared_types.append(item.text)
+    else:
+        if _DEVICE_ONLY.search(masked):
+            return False
+        parts.host.append(item.text)
+    return True
+
+
+def _sort_directive(item: _Item, masked: str, parts: _Parts) -> bool:
+    """File an ``#include``, ``#define`` or ``#pragma``; False for any other directive (conditional compilation)."""
+    directive = masked.strip()
+    if directive.startswith("#include") or re.match(r"#\s*include", directive):
+        (parts.includes_cpp if _TORCH_INCLUDE.search(item.text) else parts.includes_cu).append(item.text.strip())
+    elif re.match(r"#\s*define", directive):
+        if _TORCH_TOKENS.search(masked):
+            return False
+        parts.defines.append(item.text.strip())
+    elif re.match(r"#\s*pragma", directive):
+        parts.device.append(item.text.strip())
+    else:
+        return False
+    return True
+
+
+def _host_only_launches_kernels(parts: _Parts) -> bool:
+    """Host code names each kernel only in its ``<<<>>>`` launches, and no device variable at all."""
+    glue_masked = _mask("\n".join(parts.host))
+    for name in parts.kernels:
         uses = len(re.findall(rf"\b{re.escape(name)}\b", glue_masked))
         launches = len(re.findall(rf"\b{re.escape(name)}\s*<<<", glue_masked))
         if uses != launches:
-            return None  # the host takes the kernel's address (cudaFuncSetAttribute...) or launches a template
-    if any(re.search(rf"\b{re.escape(v)}\b", glue_masked) for v in device_vars):
-        return None
-    rewritten_host = []
-    for h in host:
-        r = _replace_launches(h, kernels)
-        if r is None:
-            return None
-        rewritten_host.append(r)
-    launchers, declarations = [], []
-    for name, params in kernels.items():
-        named = [_param_name(p, i) for i, p in enumerate(params)]
-        decl_params = ", ".join(
-            [
-                "dim3 __rrl_grid",
-                "dim3 __rrl_block",
-                "size_t __rrl_smem",
-                "cudaStream_t __rrl_stream",
-                *[d for d, _ in named],
-            ]
-        )
-        arg_names = ", ".join(n for _, n in named)
-        launchers.append(
-            f"void __rrl_launch_{name}({decl_params}) {{\n"
-            f"  {name}<<<__rrl_grid, __rrl_block, __rrl_smem, __rrl_stream>>>({arg_names});\n}}"
-        )
-        declarations.append(f"void __rrl_launch_{name}({decl_params});")
-    kernel_file = (
-        "\n".join(
-            ["#include <cuda_runtime.h>", *includes_cu, *defines, *shared_types, *device, *kernel_items, *launchers]
-        )
-        + "\n"
+            return False  # the host takes the kernel's address (cudaFuncSetAttribute...) or launches a template
+    return not any(re.search(rf"\b{re.escape(v)}\b", glue_masked) for v in parts.device_vars)
+
+
+def _launcher(name: str, params: list[str]) -> tuple[str, str]:
+    """The plain launcher of kernel ``name`` (for the kernel file) and its declaration (for the glue)."""
+    named = [_param_name(p, i) for i, p in enumerate(params)]
+    decl_params = ", ".join(
+        [
+            "dim3 __rrl_grid",
+            "dim3 __rrl_block",
+            "size_t __rrl_smem",
+            "cudaStream_t __rrl_stream",
+            *[d for d, _ in named],
+        ]
     )
-    glue = (
-        "\n".join(
-            [
-                "#include <cuda_runtime.h>",
-                *includes_cu,
-                *includes_cpp,
-                *defines,
-                *shared_types,
-                *declarations,
-                *rewritten_host,
-            ]
-        )
-        + "\n"
+    arg_names = ", ".join(n for _, n in named)
+    definition = (
+        f"void __rrl_launch_{name}({decl_params}) {{\n"
+        f"  {name}<<<__rrl_grid, __rrl_block, __rrl_smem, __rrl_stream>>>({arg_names});\n}}"
     )
-    return SplitSources(cpp_sources=["#include <torch/extension.h>", *cpp_sources, glue], cuda_sources=[kernel_file])
+    return definition, f"void __rrl_launch_{name}({decl_params});"

@@ -3,258 +3,37 @@
 Each rule has a stable id, a default severity (``error`` makes the status ``hack``; ``warn`` records it) that
 the policy may override, and reports the line and the code it saw. Runtime layers (the op recorder, the
 audit hook, integrity snapshots, the protocol checks) back up every rule that a clever program could dodge
-statically; these rules exist to reject the obvious cases early, cheaply and with precise evidence.
+statically; these rules exist to reject the obvious cases early, cheaply and with precise evidence. The rules'
+tables (ids, severities, the names they look for) are in ``checks.static_rules``.
 """
 
 from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from rubric_rl.sandbox.checks.static_rules import (
+    ALLOC_FUNCTIONS,
+    ALLOWED_MODULES,
+    ALLOWED_TORCH_NAMESPACES,
+    AUDITED_MODULES,
+    AUTOCAST,
+    COMPILERS,
+    DUNDERS,
+    FORBIDDEN_BUILTINS,
+    FORBIDDEN_MODULES,
+    GLOBAL_NUMERICS,
+    GRAPH_CALLS,
+    LOW_DTYPES,
+    LOW_METHODS,
+    PRIVATE_TORCH_PREFIXES,
+    RULES,
+    STREAM_CALLS,
+)
 from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.verdict import Finding
 from rubric_rl.syntax import parse_python
-
-RULES: dict[str, tuple[str, str]] = {
-    "static.no_model_new": ("error", "the program defines no class ModelNew"),
-    "static.model_new_uses_model": ("error", "ModelNew derives from or uses the reference Model"),
-    "static.no_custom_kernel": ("error", "the program compiles no kernel of its own"),
-    "static.forbidden_import": ("error", "imports a module that reaches outside the sandbox"),
-    "static.suspect_import": ("warn", "imports a module whose harmful uses the runtime audit refuses"),
-    "static.unknown_import": ("warn", "imports a module outside the usual set"),
-    "static.forbidden_builtin": ("error", "calls a builtin that executes code, opens files or reaches frames"),
-    "static.dynamic_attribute": ("warn", "reads or writes attributes by computed name"),
-    "static.dunder_access": ("error", "reaches interpreter internals through a dunder attribute"),
-    "static.torch_attribute_assignment": ("error", "assigns to an attribute of torch or its modules"),
-    "static.module_patching": ("error", "assigns to an attribute of an imported module (time, math, ...)"),
-    "static.tensor_subclass": ("error", "defines a torch.Tensor subclass or overrides __torch_function__"),
-    "static.stream_creation": ("error", "creates or switches CUDA streams"),
-    "static.cuda_graph": ("warn", "captures a CUDA graph"),
-    "static.backend_flags": ("error", "changes torch.backends flags or global numerics settings"),
-    "static.precision_downgrade": ("error", "lowers floating-point precision below the reference's"),
-    "static.fallback_try_except": ("error", "try/except with a PyTorch path around the build or the kernels"),
-    "static.try_except": ("warn", "uses try/except"),
-    "static.torch_compute_call": ("warn", "calls PyTorch compute functions in ModelNew"),
-    "static.torch_compile": ("error", "uses torch.compile, TorchScript or another compiler instead of a kernel"),
-    "static.private_torch": ("error", "uses torch internals (torch._C, dispatch modes, dynamo, torch.library)"),
-}
-
-FORBIDDEN_MODULES = {
-    "sys",
-    "cffi",
-    "threading",
-    "_thread",
-    "multiprocessing",
-    "concurrent",
-    "asyncio",
-    "importlib",
-    "inspect",
-    "builtins",
-    "pickle",
-    "marshal",
-    "shelve",
-    "fcntl",
-    "requests",
-    "sysconfig",
-    "site",
-    "runpy",
-    "code",
-    "codeop",
-    "types",
-    "weakref",
-    "traceback",
-    "linecache",
-    "atexit",
-    "faulthandler",
-    "tracemalloc",
-    "dis",
-    "zipimport",
-    "pkgutil",
-    "cupy",
-    "numba",
-    "pycuda",
-    "triton",
-    "jax",
-    "tensorflow",
-}
-# Imported, these only suspect: a program that imports ``os`` for ``os.getpid()`` in an extension's name, or never
-# uses it, does nothing the evaluator must fear, and every harmful use of them (processes, files outside the
-# sandbox, sockets, ctypes, signals, the garbage collector's object lists) raises an audit event the worker's
-# hook refuses (``runtime.forbidden_operation``, checks.audit). So the import is a warning the run confirms or
-# not: on 40 public CUDA solutions, such imports made honest programs 'hack' under the error rule.
-AUDITED_MODULES = {
-    "os",
-    "subprocess",
-    "socket",
-    "ctypes",
-    "shutil",
-    "pathlib",
-    "io",
-    "tempfile",
-    "signal",
-    "mmap",
-    "resource",
-    "pty",
-    "urllib",
-    "http",
-    "ftplib",
-    "smtplib",
-    "gc",
-    "glob",
-    "fileinput",
-}
-ALLOWED_MODULES = {
-    "torch",
-    "torch.nn",
-    "torch.nn.functional",
-    "torch.nn.init",
-    "torch.utils.cpp_extension",
-    "math",
-    "typing",
-    "numbers",
-    "functools",
-    "itertools",
-    "collections",
-    "dataclasses",
-    "enum",
-    "string",
-    "textwrap",
-    "numpy",
-    "__future__",
-    "typing_extensions",
-    "operator",
-    "re",
-    "abc",
-}
-_PRIVATE_TORCH_PREFIXES = (
-    "torch._C",
-    "torch._dynamo",
-    "torch._inductor",
-    "torch.utils._python_dispatch",
-    "torch.overrides",
-    "torch._ops",
-    "torch.library",
-    "torch._prims",
-    "torch._subclasses",
-    "torch.fx",
-    "torch._higher_order_ops",
-    "torch.utils._pytree",
-)
-_FORBIDDEN_BUILTINS = {
-    "exec",
-    "eval",
-    "compile",
-    "open",
-    "__import__",
-    "globals",
-    "locals",
-    "vars",
-    "breakpoint",
-    "input",
-    "memoryview",
-    "help",
-    "exit",
-    "quit",
-}
-_DUNDERS = {
-    "__dict__",
-    "__class__",
-    "__bases__",
-    "__base__",
-    "__subclasses__",
-    "__globals__",
-    "__code__",
-    "__closure__",
-    "__builtins__",
-    "__mro__",
-    "__getattribute__",
-    "__loader__",
-    "__spec__",
-    "__self__",
-    "__func__",
-    "__wrapped__",
-    "__import__",
-    "__reduce__",
-    "__reduce_ex__",
-    "__setattr__",
-    "__delattr__",
-    "f_globals",
-    "f_locals",
-    "f_back",
-    "f_builtins",
-    "gi_frame",
-    "tb_frame",
-    "cr_frame",
-    "co_code",
-}
-_STREAM_CALLS = {
-    "torch.cuda.Stream",
-    "torch.cuda.stream",
-    "torch.Stream",
-    "torch.cuda.ExternalStream",
-    "torch.cuda.set_stream",
-    "torch.cuda.streams.Stream",
-    "torch.stream",
-}
-_GRAPH_CALLS = {"torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.make_graphed_callables"}
-_GLOBAL_NUMERICS = {
-    "torch.set_float32_matmul_precision",
-    "torch.set_default_dtype",
-    "torch.set_default_tensor_type",
-    "torch.use_deterministic_algorithms",
-    "torch.set_flush_denormal",
-    "torch.set_num_threads",
-    "torch.set_default_device",
-    "torch.set_num_interop_threads",
-    "torch.set_grad_enabled",
-}
-_COMPILERS = {"torch.compile", "torch.jit.script", "torch.jit.trace", "torch.jit.load", "torch.export.export"}
-_LOW_DTYPES = {"torch.float16", "torch.half", "torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"}
-_LOW_METHODS = {"half", "bfloat16"}
-_AUTOCAST = {"torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast"}
-_ALLOC_FUNCTIONS = {
-    "empty",
-    "empty_like",
-    "empty_strided",
-    "zeros",
-    "zeros_like",
-    "ones",
-    "ones_like",
-    "full",
-    "full_like",
-    "arange",
-    "tensor",
-    "as_tensor",
-    "is_tensor",
-    "numel",
-    "no_grad",
-    "inference_mode",
-    "Size",
-    "device",
-    "dtype",
-    "get_default_dtype",
-    "broadcast_shapes",
-    "is_floating_point",
-    "finfo",
-    "iinfo",
-    "manual_seed",
-}
-_ALLOWED_TORCH_NAMESPACES = (
-    "torch.cuda.current_stream",
-    "torch.cuda.current_device",
-    "torch.cuda.synchronize",
-    "torch.cuda.is_available",
-    "torch.cuda.get_device_properties",
-    "torch.cuda.device",
-    "torch.nn.Parameter",
-    "torch.nn.Module",
-    "torch.nn.init",
-    "torch.utils.cpp_extension",
-    "torch.nn.ParameterList",
-    "torch.nn.ModuleList",
-    "torch.nn.ParameterDict",
-    "torch.nn.ModuleDict",
-)
 
 
 class _Names:
@@ -290,27 +69,32 @@ class _Names:
         return ".".join([root, *reversed(parts)])
 
 
-def _finding(
-    rule: str,
-    config: SandboxConfig,
-    node: ast.AST | None,
-    source: str,
-    message: str | None = None,
-) -> Finding | None:
-    default, description = RULES[rule]
-    severity = config.policy.severity(rule, default)  # type: ignore[arg-type]
-    if severity == "off":
-        return None
-    line = getattr(node, "lineno", None)
-    evidence = (ast.get_source_segment(source, node) or "") if node is not None else ""
-    return Finding(
-        rule=rule,
-        severity=severity,
-        source="static",
-        message=message or description,
-        line=line,
-        evidence=evidence.strip()[:300],
-    )
+@dataclass
+class _Scan:
+    """One program under check: its imported names, its source (the findings' evidence), the policy, and whether
+    the reference itself computes in low precision (then lower precision in the candidate is no downgrade)."""
+
+    names: _Names
+    source: str
+    config: SandboxConfig
+    low_ok: bool
+
+    def finding(self, rule: str, node: ast.AST | None, message: str | None = None) -> Finding | None:
+        """The finding of ``rule`` at ``node`` at the policy's severity; None when the policy turns it off."""
+        default, description = RULES[rule]
+        severity = self.config.policy.severity(rule, default)  # type: ignore[arg-type]
+        if severity == "off":
+            return None
+        line = getattr(node, "lineno", None)
+        evidence = (ast.get_source_segment(self.source, node) or "") if node is not None else ""
+        return Finding(
+            rule=rule,
+            severity=severity,
+            source="static",
+            message=message or description,
+            line=line,
+            evidence=evidence.strip()[:300],
+        )
 
 
 def _reference_uses_low_precision(reference: str | None) -> bool:
@@ -338,10 +122,10 @@ def _calls_torch_compute(node: ast.AST, names: _Names) -> bool:
 
 
 def _is_allowed_torch(q: str) -> bool:
-    if q.startswith(_ALLOWED_TORCH_NAMESPACES):
+    if q.startswith(ALLOWED_TORCH_NAMESPACES):
         return True
     last = q.rsplit(".", 1)[-1]
-    return q.count(".") == 1 and last in _ALLOC_FUNCTIONS
+    return q.count(".") == 1 and last in ALLOC_FUNCTIONS
 
 
 def _contains_build(node: ast.AST, names: _Names) -> bool:
@@ -369,25 +153,35 @@ def check_program(candidate: str, config: SandboxConfig, reference: str | None =
 
 
 def _check(tree: ast.Module, source: str, config: SandboxConfig, reference: str | None) -> Iterator[Finding | None]:
-    names = _Names(tree)
+    """Every rule's findings, in the order: ModelNew, kernels, each node of the tree, ModelNew's compute calls."""
+    scan = _Scan(_Names(tree), source, config, _reference_uses_low_precision(reference))
     model_new = _model_new(tree)
-    if model_new is None:
-        yield _finding("static.no_model_new", config, None, source)
-    else:
-        for base in model_new.bases:
-            base_name = names.qualname(base) or (base.id if isinstance(base, ast.Name) else "")
-            if base_name.rsplit(".", 1)[-1] == "Model":
-                yield _finding(
-                    "static.model_new_uses_model",
-                    config,
-                    base,
-                    source,
-                    "ModelNew derives from Model: the reference's forward would run",
-                )
-        for sub in ast.walk(model_new):
-            if isinstance(sub, ast.Name) and sub.id == "Model" and isinstance(sub.ctx, ast.Load):
-                yield _finding("static.model_new_uses_model", config, sub, source, "ModelNew refers to Model")
+    yield from _check_model_new(model_new, scan)
+    yield from _check_kernels(tree, scan)
+    for node in ast.walk(tree):
+        yield from _check_node(node, scan)
+    if model_new is not None:
+        yield from _check_torch_compute(model_new, scan)
 
+
+def _check_model_new(model_new: ast.ClassDef | None, scan: _Scan) -> Iterator[Finding | None]:
+    """A ModelNew that exists and neither derives from nor refers to the reference's Model."""
+    if model_new is None:
+        yield scan.finding("static.no_model_new", None)
+        return
+    for base in model_new.bases:
+        base_name = scan.names.qualname(base) or (base.id if isinstance(base, ast.Name) else "")
+        if base_name.rsplit(".", 1)[-1] == "Model":
+            yield scan.finding(
+                "static.model_new_uses_model", base, "ModelNew derives from Model: the reference's forward would run"
+            )
+    for sub in ast.walk(model_new):
+        if isinstance(sub, ast.Name) and sub.id == "Model" and isinstance(sub.ctx, ast.Load):
+            yield scan.finding("static.model_new_uses_model", sub, "ModelNew refers to Model")
+
+
+def _check_kernels(tree: ast.Module, scan: _Scan) -> Iterator[Finding | None]:
+    """A program that builds an extension with load_inline and, on cuda, has a ``__global__`` kernel in it."""
     uses_load_inline = any(
         (isinstance(n, ast.Name) and n.id == "load_inline")
         or (isinstance(n, ast.Attribute) and n.attr == "load_inline")
@@ -395,120 +189,139 @@ def _check(tree: ast.Module, source: str, config: SandboxConfig, reference: str 
     )
     strings = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     if not uses_load_inline:
-        yield _finding(
-            "static.no_custom_kernel",
-            config,
-            None,
-            source,
-            "the program never calls torch.utils.cpp_extension.load_inline",
+        yield scan.finding(
+            "static.no_custom_kernel", None, "the program never calls torch.utils.cpp_extension.load_inline"
         )
-    elif config.backend == "cuda" and not any("__global__" in s for s in strings):
-        yield _finding("static.no_custom_kernel", config, None, source, "no __global__ kernel in the program's sources")
-
-    low_ok = _reference_uses_low_precision(reference)
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules += [f"{node.module}.{a.name}" for a in node.names]
-            for mod in modules:
-                root = mod.split(".")[0]
-                if root in FORBIDDEN_MODULES:
-                    yield _finding("static.forbidden_import", config, node, source, f"imports {mod}")
-                elif root in AUDITED_MODULES:
-                    yield _finding("static.suspect_import", config, node, source, f"imports {mod}")
-                elif mod.startswith(_PRIVATE_TORCH_PREFIXES):
-                    yield _finding("static.private_torch", config, node, source, f"imports {mod}")
-                elif isinstance(node, ast.Import) and mod not in ALLOWED_MODULES:
-                    yield _finding("static.unknown_import", config, node, source, f"imports {mod}")
-                elif isinstance(node, ast.ImportFrom) and mod == node.module and mod not in ALLOWED_MODULES:
-                    yield _finding("static.unknown_import", config, node, source, f"imports from {mod}")
-        elif isinstance(node, ast.Call):
-            yield from _check_call(node, names, source, config, low_ok)
-        elif isinstance(node, ast.ClassDef):
-            for base in node.bases:
-                base_q = names.qualname(base) or ""
-                if base_q.startswith("torch") and base_q.endswith("Tensor"):
-                    yield _finding("static.tensor_subclass", config, node, source, f"class {node.name}({base_q})")
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
-                    yield _finding("static.tensor_subclass", config, item, source, f"defines {item.name}")
-        elif isinstance(node, ast.Attribute):
-            q = names.qualname(node)
-            if node.attr in _DUNDERS:
-                yield _finding("static.dunder_access", config, node, source, f"accesses .{node.attr}")
-            elif q and q.startswith(_PRIVATE_TORCH_PREFIXES):
-                yield _finding("static.private_torch", config, node, source, f"uses {q}")
-            if q and q in _LOW_DTYPES and not low_ok:
-                yield _finding("static.precision_downgrade", config, node, source, f"uses {q}")
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for target in targets:
-                for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
-                    if isinstance(t, (ast.Attribute, ast.Subscript)):
-                        base = t.value if isinstance(t, ast.Subscript) else t
-                        q = names.qualname(base)
-                        if q and q.startswith("torch.backends"):
-                            yield _finding("static.backend_flags", config, t, source, f"assigns {q}")
-                        elif q and (q == "torch" or q.startswith("torch.") or q.startswith("numpy")):
-                            yield _finding("static.torch_attribute_assignment", config, t, source, f"assigns {q}")
-                        elif q:
-                            yield _finding("static.module_patching", config, t, source, f"assigns {q}")
-        elif isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
-            handlers_and_else = [*node.handlers, *node.orelse, *node.finalbody]
-            body_builds = any(_contains_build(b, names) for b in node.body)
-            fallback = any(_calls_torch_compute(h, names) for h in handlers_and_else)
-            if body_builds or fallback:
-                yield _finding(
-                    "static.fallback_try_except",
-                    config,
-                    node,
-                    source,
-                    "try/except around the build or the kernels, with another path in the handler",
-                )
-            else:
-                yield _finding("static.try_except", config, node, source)
-
-    if model_new is not None:
-        for method in model_new.body:
-            if isinstance(method, ast.FunctionDef) and method.name != "__init__":
-                for sub in ast.walk(method):
-                    if isinstance(sub, ast.Call):
-                        q = names.qualname(sub.func)
-                        if q and q.startswith("torch") and not _is_allowed_torch(q) and q not in _COMPILERS:
-                            yield _finding("static.torch_compute_call", config, sub, source, f"calls {q}")
+    elif scan.config.backend == "cuda" and not any("__global__" in s for s in strings):
+        yield scan.finding("static.no_custom_kernel", None, "no __global__ kernel in the program's sources")
 
 
-def _check_call(
-    node: ast.Call,
-    names: _Names,
-    source: str,
-    config: SandboxConfig,
-    low_ok: bool,
-) -> Iterator[Finding | None]:
+def _check_node(node: ast.AST, scan: _Scan) -> Iterator[Finding | None]:
+    """The rules that apply to one node of the tree, by its kind."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        yield from _check_import(node, scan)
+    elif isinstance(node, ast.Call):
+        yield from _check_call(node, scan)
+    elif isinstance(node, ast.ClassDef):
+        yield from _check_class(node, scan)
+    elif isinstance(node, ast.Attribute):
+        yield from _check_attribute(node, scan)
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        yield from _check_assignment(node, scan)
+    elif isinstance(node, ast.Try) or (hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)):
+        yield from _check_try(node, scan)
+
+
+def _check_import(node: ast.Import | ast.ImportFrom, scan: _Scan) -> Iterator[Finding | None]:
+    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        modules += [f"{node.module}.{a.name}" for a in node.names]
+    for mod in modules:
+        root = mod.split(".")[0]
+        if root in FORBIDDEN_MODULES:
+            yield scan.finding("static.forbidden_import", node, f"imports {mod}")
+        elif root in AUDITED_MODULES:
+            yield scan.finding("static.suspect_import", node, f"imports {mod}")
+        elif mod.startswith(PRIVATE_TORCH_PREFIXES):
+            yield scan.finding("static.private_torch", node, f"imports {mod}")
+        elif isinstance(node, ast.Import) and mod not in ALLOWED_MODULES:
+            yield scan.finding("static.unknown_import", node, f"imports {mod}")
+        elif isinstance(node, ast.ImportFrom) and mod == node.module and mod not in ALLOWED_MODULES:
+            yield scan.finding("static.unknown_import", node, f"imports from {mod}")
+
+
+def _check_call(node: ast.Call, scan: _Scan) -> Iterator[Finding | None]:
     func = node.func
     if isinstance(func, ast.Name):
-        if func.id in _FORBIDDEN_BUILTINS and func.id not in names.alias:
-            yield _finding("static.forbidden_builtin", config, node, source, f"calls {func.id}()")
-        elif func.id in ("getattr", "setattr", "delattr", "hasattr"):
-            target = names.qualname(node.args[0]) if node.args else None
-            if func.id in ("setattr", "delattr") and target and target.startswith("torch"):
-                yield _finding("static.torch_attribute_assignment", config, node, source, f"{func.id} on {target}")
-            elif len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
-                yield _finding("static.dynamic_attribute", config, node, source, f"{func.id} with a computed name")
-            elif len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and str(node.args[1].value) in _DUNDERS:
-                yield _finding("static.dunder_access", config, node, source, f"{func.id}(..., {node.args[1].value!r})")
-    q = names.qualname(func)
+        yield from _check_builtin_call(node, func.id, scan)
+    q = scan.names.qualname(func)
     if q:
-        if q in _STREAM_CALLS or q.endswith(".Stream"):
-            yield _finding("static.stream_creation", config, node, source, f"calls {q}")
-        elif q in _GRAPH_CALLS:
-            yield _finding("static.cuda_graph", config, node, source, f"calls {q}")
-        elif q in _GLOBAL_NUMERICS or (q.startswith("torch.backends") and q.endswith("flags")):
-            yield _finding("static.backend_flags", config, node, source, f"calls {q}")
-        elif q in _COMPILERS:
-            yield _finding("static.torch_compile", config, node, source, f"calls {q}")
-        elif q in _AUTOCAST and not low_ok:
-            yield _finding("static.precision_downgrade", config, node, source, f"calls {q}")
-    if isinstance(func, ast.Attribute) and func.attr in _LOW_METHODS and not node.args and not low_ok:
-        yield _finding("static.precision_downgrade", config, node, source, f"calls .{func.attr}()")
+        if q in STREAM_CALLS or q.endswith(".Stream"):
+            yield scan.finding("static.stream_creation", node, f"calls {q}")
+        elif q in GRAPH_CALLS:
+            yield scan.finding("static.cuda_graph", node, f"calls {q}")
+        elif q in GLOBAL_NUMERICS or (q.startswith("torch.backends") and q.endswith("flags")):
+            yield scan.finding("static.backend_flags", node, f"calls {q}")
+        elif q in COMPILERS:
+            yield scan.finding("static.torch_compile", node, f"calls {q}")
+        elif q in AUTOCAST and not scan.low_ok:
+            yield scan.finding("static.precision_downgrade", node, f"calls {q}")
+    if isinstance(func, ast.Attribute) and func.attr in LOW_METHODS and not node.args and not scan.low_ok:
+        yield scan.finding("static.precision_downgrade", node, f"calls .{func.attr}()")
+
+
+def _check_builtin_call(node: ast.Call, name: str, scan: _Scan) -> Iterator[Finding | None]:
+    """A call of a bare name: a forbidden builtin, or get/set/del/hasattr on torch, a computed name or a dunder."""
+    if name in FORBIDDEN_BUILTINS and name not in scan.names.alias:
+        yield scan.finding("static.forbidden_builtin", node, f"calls {name}()")
+    elif name in ("getattr", "setattr", "delattr", "hasattr"):
+        target = scan.names.qualname(node.args[0]) if node.args else None
+        if name in ("setattr", "delattr") and target and target.startswith("torch"):
+            yield scan.finding("static.torch_attribute_assignment", node, f"{name} on {target}")
+        elif len(node.args) > 1 and not isinstance(node.args[1], ast.Constant):
+            yield scan.finding("static.dynamic_attribute", node, f"{name} with a computed name")
+        elif len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and str(node.args[1].value) in DUNDERS:
+            yield scan.finding("static.dunder_access", node, f"{name}(..., {node.args[1].value!r})")
+
+
+def _check_class(node: ast.ClassDef, scan: _Scan) -> Iterator[Finding | None]:
+    for base in node.bases:
+        base_q = scan.names.qualname(base) or ""
+        if base_q.startswith("torch") and base_q.endswith("Tensor"):
+            yield scan.finding("static.tensor_subclass", node, f"class {node.name}({base_q})")
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef) and item.name in ("__torch_function__", "__torch_dispatch__"):
+            yield scan.finding("static.tensor_subclass", item, f"defines {item.name}")
+
+
+def _check_attribute(node: ast.Attribute, scan: _Scan) -> Iterator[Finding | None]:
+    q = scan.names.qualname(node)
+    if node.attr in DUNDERS:
+        yield scan.finding("static.dunder_access", node, f"accesses .{node.attr}")
+    elif q and q.startswith(PRIVATE_TORCH_PREFIXES):
+        yield scan.finding("static.private_torch", node, f"uses {q}")
+    if q and q in LOW_DTYPES and not scan.low_ok:
+        yield scan.finding("static.precision_downgrade", node, f"uses {q}")
+
+
+def _check_assignment(
+    node: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete, scan: _Scan
+) -> Iterator[Finding | None]:
+    """Assignments (and deletions) to an attribute or item of torch, numpy or another imported module."""
+    targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+    for target in targets:
+        for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+            if not isinstance(t, (ast.Attribute, ast.Subscript)):
+                continue
+            q = scan.names.qualname(t.value if isinstance(t, ast.Subscript) else t)
+            if q and q.startswith("torch.backends"):
+                yield scan.finding("static.backend_flags", t, f"assigns {q}")
+            elif q and (q == "torch" or q.startswith("torch.") or q.startswith("numpy")):
+                yield scan.finding("static.torch_attribute_assignment", t, f"assigns {q}")
+            elif q:
+                yield scan.finding("static.module_patching", t, f"assigns {q}")
+
+
+def _check_try(node: ast.Try | ast.TryStar, scan: _Scan) -> Iterator[Finding | None]:
+    handlers_and_else = [*node.handlers, *node.orelse, *node.finalbody]
+    body_builds = any(_contains_build(b, scan.names) for b in node.body)
+    fallback = any(_calls_torch_compute(h, scan.names) for h in handlers_and_else)
+    if body_builds or fallback:
+        yield scan.finding(
+            "static.fallback_try_except",
+            node,
+            "try/except around the build or the kernels, with another path in the handler",
+        )
+    else:
+        yield scan.finding("static.try_except", node)
+
+
+def _check_torch_compute(model_new: ast.ClassDef, scan: _Scan) -> Iterator[Finding | None]:
+    """PyTorch compute calls in ModelNew's methods other than ``__init__``."""
+    for method in model_new.body:
+        if isinstance(method, ast.FunctionDef) and method.name != "__init__":
+            for sub in ast.walk(method):
+                if isinstance(sub, ast.Call):
+                    q = scan.names.qualname(sub.func)
+                    if q and q.startswith("torch") and not _is_allowed_torch(q) and q not in COMPILERS:
+                        yield scan.finding("static.torch_compute_call", sub, f"calls {q}")

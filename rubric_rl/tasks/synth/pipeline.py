@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rubric_rl import __version__
+from rubric_rl.jsonl import repaired_rows
 from rubric_rl.tasks.similarity import SimilarityIndex
 from rubric_rl.tasks.synth.compose import compose, render
 from rubric_rl.tasks.synth.llm import LLMComposer, LLMComposerConfig
@@ -111,19 +112,6 @@ class SynthConfig(BaseModel):
 def sidecar(out: Path, kind: str) -> Path:
     """``tasks.jsonl`` -> ``tasks.<kind>``."""
     return out.with_name(f"{out.stem}.{kind}")
-
-
-def _repair(path: Path) -> list[dict[str, Any]]:
-    """The rows of a JSONL file, after cutting a last line left half-written by a crash."""
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep != len(data):
-        logger.warning("%s: cutting an unfinished last row (%d bytes)", path, len(data) - keep)
-        with path.open("r+b") as f:
-            f.truncate(keep)
-    return [json.loads(line) for line in data[:keep].splitlines() if line.strip()]
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:
@@ -239,8 +227,8 @@ class Synthesizer:
 
     def resume_state(self) -> tuple[set[int], int]:
         """(candidates done, tasks accepted), after repairing both files."""
-        funnel = _repair(self.funnel_path)
-        tasks = _repair(self.out)
+        funnel = repaired_rows(self.funnel_path)
+        tasks = repaired_rows(self.out)
         for row in funnel:
             if "program_sha256" in row:
                 self._seen.setdefault(row["program_sha256"], row["candidate"])
@@ -293,7 +281,7 @@ class Synthesizer:
         if errors:
             raise errors[0]
         elapsed = time.monotonic() - started
-        summary = summarize(_repair(self.funnel_path))
+        summary = summarize(repaired_rows(self.funnel_path))
         summary["this_run"] = {
             "candidates": made_now, "accepted": accepted_now, "elapsed_s": round(elapsed, 1),
             "tasks_per_minute": round(60 * accepted_now / elapsed, 2) if elapsed > 0 else None,
