@@ -12,6 +12,7 @@ import typer
 
 from rubric_rl.cli.judge import judge
 from rubric_rl.cli.reward import reward_app
+from rubric_rl.cli.rollout import rollout
 from rubric_rl.cli.serve import serve
 from rubric_rl.cli.skills import skills_app
 from rubric_rl.cli.tasks import tasks_app
@@ -27,6 +28,7 @@ app.command("verify-batch")(verify_batch)
 app.command()(judge)
 app.command()(train)
 app.command()(serve)
+app.command()(rollout)
 
 
 def main() -> None:
