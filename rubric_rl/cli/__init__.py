@@ -11,6 +11,7 @@ from __future__ import annotations
 import typer
 
 from rubric_rl.cli.judge import judge
+from rubric_rl.cli.report import report
 from rubric_rl.cli.reward import reward_app
 from rubric_rl.cli.rollout import rollout
 from rubric_rl.cli.serve import serve
@@ -29,6 +30,7 @@ app.command()(judge)
 app.command()(train)
 app.command()(serve)
 app.command()(rollout)
+app.command()(report)
 
 
 def main() -> None:

@@ -245,8 +245,9 @@ def load_rollout(path: Path, overrides: dict[str, Any] | None = None) -> Rollout
         config = RolloutConfig.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        raise RolloutConfigError(f"{path}: field {loc}: {err['msg']}") from None
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise RolloutConfigError(f"{path}: field {loc + ': ' if loc else ''}{msg}") from None
     _check_files(config, path)
     return config
 
