@@ -138,8 +138,10 @@ def main() -> int:
         "wall_s": round(wall, 1),
         "run": summary,
         "stages": stage_table(results),
-        "metrics": {track: {k: m[k] for k in ("correct_rate", "fast_p", "geomean_speedup")}
-                    for track, m in report["runs"][0]["tracks"].items()},  # fmt: skip
+        "metrics": {
+            track: {k: m[k] for k in ("correct_rate", "fast_p", "geomean_speedup")}
+            for track, m in report["runs"][0]["tracks"].items()
+        },  # fmt: skip
     }
     (args.out / "bench.json").write_text(json.dumps(bench, indent=2))
     print(json.dumps({k: bench[k] for k in ("device", "tasks", "wall_s", "stages", "metrics")}, indent=2))
