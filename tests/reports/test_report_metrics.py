@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from conftest import verdict
+from report_fixtures import verdict
 
 from rubric_rl.reports import build_report, lower_speedup
 from rubric_rl.reports.metrics import paired_ratios

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PLAN, ScriptedRoles
+from pcv_fixtures import PLAN, ScriptedRoles
 from stub_server import Reply, StubOpenAIServer
 
 from rubric_rl.agents.pcv.chat import ChatClient

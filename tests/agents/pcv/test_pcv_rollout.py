@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ScriptedRoles, role_of, task_of
+from pcv_fixtures import ScriptedRoles, role_of, task_of
 from stub_server import StubOpenAIServer
 from typer.testing import CliRunner
 
