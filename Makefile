@@ -9,7 +9,7 @@ TRAIN_STAMP := $(VENV)/.installed-train
 DEMO_OUT ?= runs/demo
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint gpu-check clean
+.PHONY: demo test lint browser gpu-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,17 @@ demo: $(STAMP)
 	$(BIN)/rubric-rl verify-batch --tasks examples/tasks.jsonl --candidates examples/candidates.jsonl \
 		--out $(DEMO_OUT) --device cpu --judge offline
 
-test: lint $(TRAIN_STAMP)
+test: lint $(TRAIN_STAMP) browser
 	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+
+# The rollout report's HTML is opened in headless Chromium by its test (skipped where there is none). Debian's
+# package, where this machine can install it; never fatal.
+browser:
+	@command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null || \
+		{ [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		  (apt-get install -y -q chromium-headless-shell >/dev/null 2>&1 || \
+		   (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium-headless-shell >/dev/null 2>&1)); } || \
+		echo "no headless Chromium: the report's browser test will skip"
 
 lint: $(STAMP)
 	$(BIN)/ruff check rubric_rl tests scripts

@@ -11,7 +11,9 @@ from __future__ import annotations
 import typer
 
 from rubric_rl.cli.judge import judge
+from rubric_rl.cli.report import report
 from rubric_rl.cli.reward import reward_app
+from rubric_rl.cli.rollout import rollout
 from rubric_rl.cli.serve import serve
 from rubric_rl.cli.skills import skills_app
 from rubric_rl.cli.tasks import tasks_app
@@ -27,6 +29,8 @@ app.command("verify-batch")(verify_batch)
 app.command()(judge)
 app.command()(train)
 app.command()(serve)
+app.command()(rollout)
+app.command()(report)
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def _retry_after_s(e: BaseException | None) -> float | None:
         return None
 
 
-class _Backoff:
+class Backoff:
     """Exponential backoff with jitter; a server's Retry-After lengthens it, the cap bounds both."""
 
     def __init__(self, initial_s: float, max_s: float) -> None:
@@ -353,7 +353,7 @@ class LLMJudge:
             kwargs["response_format"] = {"type": "json_object"}
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.config.max_retries + 1),
-            wait=_Backoff(self.config.backoff_initial_s, self.config.backoff_max_s),
+            wait=Backoff(self.config.backoff_initial_s, self.config.backoff_max_s),
             retry=retry_if_exception(is_retryable),
             before_sleep=self._before_sleep,
             reraise=True,
