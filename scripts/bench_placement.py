@@ -120,7 +120,7 @@ def main() -> None:
     from rubric_rl.sandbox.backends import make_backend
     from rubric_rl.sandbox.measure.inputs import clone_inputs, make_inputs
     from rubric_rl.sandbox.measure.timing import run_rounds
-    from rubric_rl.sandbox.run.worker import load_module
+    from rubric_rl.sandbox.run.worker.base import load_module
     from rubric_rl.tasks import load_tasks
 
     if args.task:
