@@ -274,13 +274,14 @@ def evaluator_runs(
 ) -> list[dict]:
     """``n`` evaluations by the sandbox itself, each one a fresh worker, alternating unpinned and (with ``cores``)
     pinned for the rounds; one result per evaluation, shaped as a process's runs."""
-    from rubric_rl.sandbox import Evaluator, SandboxConfig
+    from rubric_rl.sandbox import Evaluator, Placement, SandboxConfig
 
     ev = Evaluator(SandboxConfig(backend=backend, cache_dir=cache, compile_baseline=False, profile_kernels=False))
     results = []
     for _ in range(n):
         for label in EVALUATOR if cores else EVALUATOR[:1]:
-            v = ev.evaluate(reference, program, timing_cores=cores if label == "evaluator_pinned" else None)
+            pinned = Placement(timing_cores=cores if label == "evaluator_pinned" else None)
+            v = ev.evaluate(reference, program, placement=pinned)
             run: dict = {"status": v.status, "speedup": v.speedup_eager}
             if v.timings is not None and v.timings.candidate is not None and v.timings.eager is not None:
                 run.update(candidate_ms=v.timings.candidate.median_ms, eager_ms=v.timings.eager.median_ms)

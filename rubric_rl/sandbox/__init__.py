@@ -2,13 +2,16 @@
 runtime guards, timing against eager and torch.compile, profiling; the result is a Verdict."""
 
 from rubric_rl.sandbox.config import HackPolicy, SandboxConfig, Tolerance
-from rubric_rl.sandbox.evaluate import Evaluator, TaskBaseline, evaluate
+from rubric_rl.sandbox.evaluate import Evaluator, evaluate
+from rubric_rl.sandbox.measure.baseline import TaskBaseline, measure_baseline
+from rubric_rl.sandbox.run.placement import Placement
 from rubric_rl.sandbox.verdict import Finding, Status, TimingStats, TrialResult, Verdict
 
 __all__ = [
     "Evaluator",
     "Finding",
     "HackPolicy",
+    "Placement",
     "SandboxConfig",
     "Status",
     "TaskBaseline",
@@ -17,4 +20,5 @@ __all__ = [
     "TrialResult",
     "Verdict",
     "evaluate",
+    "measure_baseline",
 ]

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from rubric_rl.sandbox import Evaluator, SandboxConfig
-from rubric_rl.sandbox.evaluate import BaselineError
+from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox.measure.baseline import BaselineError, measure_baseline
 
 REFERENCE = """
 import time
@@ -32,7 +32,7 @@ def get_init_inputs():
 def test_a_hung_baselines_error_says_where_the_worker_was(tmp_path: Path):
     cfg = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", compile_baseline=False, run_timeout_s=8)
     with pytest.raises(BaselineError) as caught:
-        Evaluator(cfg).measure_baseline(REFERENCE)
+        measure_baseline(REFERENCE, cfg)
     message = str(caught.value)
     assert "Deadline" in message and "the worker was at:" in message, message
     assert "forward" in message, message  # the reference's own frame: where it hung

@@ -164,11 +164,11 @@ def compiling(build_cache: Path) -> SandboxConfig:
 
 @needs_lock_hook
 def test_a_baselines_compile_benchmark_waits_for_a_timing_in_progress(compiling, examples_dir):
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Placement, measure_baseline
 
     gate = _WatchedGate()
     elsewhere = _timing_elsewhere(gate, hold_s=1.5)
-    baseline = Evaluator(compiling).measure_baseline(_reference_that_benchmarks(examples_dir), gate=gate)
+    baseline = measure_baseline(_reference_that_benchmarks(examples_dir), compiling, placement=Placement(gate=gate))
     elsewhere.join(timeout=5)
     assert baseline.compile is not None, baseline
     # A baseline holds the gate shared only for its warm-up's benchmarks: the one benchmark waited for the
@@ -185,7 +185,7 @@ def test_a_baselines_compile_benchmark_waits_for_a_timing_in_progress(compiling,
 def test_a_compile_timed_beside_its_candidate_asks_for_the_device_for_its_benchmark(
     compiling, examples_dir, monkeypatch
 ):
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Evaluator, Placement
     from rubric_rl.sandbox.run.protocol import Channel
 
     events: list[str] = []
@@ -206,7 +206,7 @@ def test_a_compile_timed_beside_its_candidate_asks_for_the_device_for_its_benchm
     verdict = Evaluator(compiling).evaluate(
         _reference_that_benchmarks(examples_dir),
         (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text(),
-        gate=Gate(),
+        placement=Placement(gate=Gate()),
     )
     assert verdict.status == "correct", verdict.errors
     assert verdict.timings is not None and verdict.timings.compile is not None

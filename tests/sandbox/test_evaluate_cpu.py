@@ -1,6 +1,5 @@
 """The whole sandbox on the cpu backend, with real C++ extensions: every way a candidate can end."""
 
-import importlib
 import threading
 import time
 from pathlib import Path
@@ -8,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
+from rubric_rl.sandbox.measure import comparison
 from rubric_rl.sandbox.run import protocol
-
-evaluate_module = importlib.import_module("rubric_rl.sandbox.evaluate")  # the package's `evaluate` is a function
+from rubric_rl.sandbox.run.conversation import Conversation
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +113,7 @@ def test_hang_is_a_timeout(evaluator, reference):
 def test_the_evaluators_own_time_does_not_count_against_the_worker(evaluator, reference, examples_dir, monkeypatch):
     # Under a loaded host, comparing large outputs here took longer than the worker's whole limit (four gpu
     # test processes on one H200 host): the worker, idle and waiting for "go", was timed out.
-    compare = Evaluator._trial
+    compare = Conversation._trial
     slow = {"first": True}
 
     def slow_trial(self, *args, **kwargs):
@@ -122,7 +121,7 @@ def test_the_evaluators_own_time_does_not_count_against_the_worker(evaluator, re
             time.sleep(16)
         return compare(self, *args, **kwargs)
 
-    monkeypatch.setattr(Evaluator, "_trial", slow_trial)
+    monkeypatch.setattr(Conversation, "_trial", slow_trial)
     v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_correct.py", run_timeout_s=15)
     assert v.status == "correct", v.errors
 
@@ -133,7 +132,7 @@ def test_a_trials_comparison_runs_while_the_worker_goes_on_to_the_next(evaluator
     # evaluator has told the worker to go on: done one after the other, none would see it.
     gos = threading.Condition()
     sent = {"go": 0}
-    real_send, real_compare = protocol.Channel.send, evaluate_module.compare_outputs
+    real_send, real_compare = protocol.Channel.send, comparison.compare_outputs
 
     def send(self, type_, body=None, tensors=None):
         real_send(self, type_, body, tensors)
@@ -144,11 +143,11 @@ def test_a_trials_comparison_runs_while_the_worker_goes_on_to_the_next(evaluator
 
     overlapped: dict[int, bool] = {}
     at_trial: dict[int, int] = {}  # "go"s sent when each trial's outputs arrived
-    real_trial = Evaluator._trial
+    real_trial = Conversation._trial
 
-    def trial(self, run, body, *args):
-        at_trial[int(body["index"])] = sent["go"]
-        return real_trial(self, run, body, *args)
+    def trial(self, body, *args):
+        at_trial[body.index] = sent["go"]
+        return real_trial(self, body, *args)
 
     def compare(*args, **kwargs):
         index = kwargs["index"]
@@ -158,8 +157,8 @@ def test_a_trials_comparison_runs_while_the_worker_goes_on_to_the_next(evaluator
         return real_compare(*args, **kwargs)
 
     monkeypatch.setattr(protocol.Channel, "send", send)
-    monkeypatch.setattr(Evaluator, "_trial", trial)
-    monkeypatch.setattr(evaluate_module, "compare_outputs", compare)
+    monkeypatch.setattr(Conversation, "_trial", trial)
+    monkeypatch.setattr(comparison, "compare_outputs", compare)
     v = run(evaluator, reference, examples_dir / "fused_add_relu" / "candidate_correct.py", reference_cache_mb=0)
     assert v.status == "correct", v.errors
     assert overlapped == dict.fromkeys(range(6), True)

@@ -219,8 +219,7 @@ def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_
 def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, examples_dir):
     # The executor hands the evaluation a baseline that is still being measured: the worker must skip
     # torch.compile, the correctness trials must not wait for it, and the timing must use it once it is there.
-    from rubric_rl.sandbox import Evaluator
-    from rubric_rl.sandbox.evaluate import TaskBaseline
+    from rubric_rl.sandbox import Evaluator, Placement, TaskBaseline
     from rubric_rl.sandbox.measure.timing import summarize
 
     cfg = sandbox.model_copy(update={"compile_baseline": True})
@@ -234,7 +233,7 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
         time.sleep(0.5)
         return baseline
 
-    v = Evaluator(cfg).evaluate(reference, program, await_baseline=await_baseline)
+    v = Evaluator(cfg).evaluate(reference, program, placement=Placement(await_baseline=await_baseline))
     assert v.status == "correct", v.errors
     assert len(calls) == 1 and v.durations.device_wait_s >= 0.5
     assert v.timings.baseline_source == "reused" and v.timings.compile.median_ms == 1.0
@@ -250,7 +249,8 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     # beside other evaluations): the worker, told at setup to skip torch.compile, compiles and times it beside
     # the candidate. It used to report no speedup over compile at all.
     gate = DeviceGate("cpu")
-    missing = Evaluator(cfg).evaluate(reference, program, await_baseline=lambda: None, gate=gate)
+    waiting = Placement(await_baseline=lambda: None, gate=gate)
+    missing = Evaluator(cfg).evaluate(reference, program, placement=waiting)
     assert missing.status == "correct", missing.errors
     # Its warm-up holds no gate: in the timing's exclusive hold it kept every other evaluation off the H200 for
     # 5-6 s per KernelBench L1 task.
@@ -267,7 +267,7 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
 
 def _correct_example_behind_a_timing(sandbox, examples_dir: Path, seconds: float):
     """The correct example evaluated on a gate that another evaluation holds exclusively for ``seconds``."""
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Evaluator, Placement
 
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
@@ -276,7 +276,7 @@ def _correct_example_behind_a_timing(sandbox, examples_dir: Path, seconds: float
     releaser = threading.Timer(seconds, gate.release, args=("exclusive",))
     releaser.start()
     try:
-        v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+        v = Evaluator(sandbox).evaluate(reference, program, placement=Placement(gate=gate))
     finally:
         releaser.join()
     assert v.status == "correct", v.errors
@@ -295,7 +295,7 @@ def test_waiting_for_the_device_before_setup_is_counted(sandbox, examples_dir):
 def test_correctness_gives_way_to_a_waiting_timing_between_trials(sandbox, examples_dir):
     # A 256 MB task's correctness phase held the device shared for 20-35 s on the H200 while timings waited:
     # the worker now asks before each reference and candidate trial, and gives way whenever a timing waits.
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Evaluator, Placement
 
     class AlwaysAWriter(_RecordingGate):
         def writers_waiting(self) -> bool:
@@ -304,7 +304,7 @@ def test_correctness_gives_way_to_a_waiting_timing_between_trials(sandbox, examp
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     gate = AlwaysAWriter()
-    v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    v = Evaluator(sandbox).evaluate(reference, program, placement=Placement(gate=gate))
     assert v.status == "correct", v.errors
     trials = len([t for t in v.trials if t.distribution != "timed"])
     shared = [iv for iv in gate.intervals if iv[0] == "shared"]
@@ -320,20 +320,21 @@ def test_the_device_is_free_while_the_evaluator_compares_a_trial(sandbox, exampl
     # (about a second each), and waiting timings waited for it: the worker now finishes a trial's device work
     # before sending it, and the evaluator compares holding no gate (beside the worker's next trial, which
     # holds it shared only once the evaluator has let it go on).
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Evaluator, Placement
+    from rubric_rl.sandbox.run import conversation
 
     gate = _RecordingGate()
     held: list[tuple[int, bool]] = []
-    compare_trial = Evaluator._trial
+    compare_trial = conversation.compare_trial
 
-    def recording(self, run, body, *args):
+    def recording(*args):
         held.append((gate._readers, gate._writer))
-        return compare_trial(self, run, body, *args)
+        return compare_trial(*args)
 
-    monkeypatch.setattr(Evaluator, "_trial", recording)
+    monkeypatch.setattr(conversation, "compare_trial", recording)
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
-    v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    v = Evaluator(sandbox).evaluate(reference, program, placement=Placement(gate=gate))
     assert v.status == "correct", v.errors
     assert len(held) == len([t for t in v.trials if t.distribution != "timed"]) > 1
     assert held == [(0, False)] * len(held)
@@ -356,16 +357,16 @@ def test_stage_durations_add_up_to_the_total(sandbox, examples_dir):
 def test_a_spare_worker_imports_what_the_load_stage_needs_before_its_setup(sandbox, examples_dir):
     # The load stage was mostly the op guard's first import of torch._dynamo (1.6 s of 1.7 s on 2 cores; on
     # the H200 with 4 slots the load stage averaged 5.8 s): a spare worker imports it while it waits.
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Evaluator, Placement
     from rubric_rl.sandbox.run.process import WorkerProcess
 
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     ev = Evaluator(sandbox)
-    cold = ev.evaluate(reference, program, worker=WorkerProcess(sandbox))
+    cold = ev.evaluate(reference, program, placement=Placement(worker=WorkerProcess(sandbox)))
     spare = WorkerProcess(sandbox, ahead=True)
     spare.start()
-    warm = ev.evaluate(reference, program, worker=spare)
+    warm = ev.evaluate(reference, program, placement=Placement(worker=spare))
     assert cold.status == warm.status == "correct", (cold.errors, warm.errors)
     before, after = cold.durations.worker["load_preamble_s"], warm.durations.worker["load_preamble_s"]
     assert after < 0.5 * before, (before, after)
@@ -390,19 +391,18 @@ def wait_until_idle(pid: int, timeout_s: float = 60.0) -> None:
 def test_a_baseline_is_measured_on_the_warm_worker_it_is_given_and_says_where_its_time_went(sandbox, examples_dir):
     # Baselines started a fresh interpreter each (importing torch while the candidates waited for them); the
     # executor now hands each baseline lane a spare, and the baseline records its worker's phases.
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Placement, measure_baseline
     from rubric_rl.sandbox.run.process import WorkerProcess
 
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
-    ev = Evaluator(sandbox)
     spare = WorkerProcess(sandbox, ahead=True)
     spare.start()  # imports torch while the cold measurement runs
-    cold = ev.measure_baseline(reference)
+    cold = measure_baseline(reference, sandbox)
     # Started beside the cold worker on 2 cores, the spare was sometimes still importing (1.2 s of waiting for
     # it against the cold worker's 1.8 s): a spare ready when asked is what this compares.
     assert spare.proc is not None
     wait_until_idle(spare.proc.pid)
-    warm = ev.measure_baseline(reference, worker=spare)
+    warm = measure_baseline(reference, sandbox, placement=Placement(worker=spare))
     assert spare.proc.poll() is not None  # it was the spare that measured, and it ended
     for b in (cold, warm):
         assert {"start_wait_s", "setup_s", "reference_model_s", "compile_warmup_s", "gate_wait_s"} <= set(b.phases)
@@ -415,16 +415,15 @@ def test_a_spare_imports_torch_compile_before_its_setup(sandbox, examples_dir):
     # On the H200 a baseline's compile phase took 5-17 s for a first compiled call of 0.8-4 s: the rest was
     # torch.compile's imports (torch._dynamo and inductor, 2 s on 2 cores idle), paid while builds load every
     # core. A spare imports them while it waits; its compile phase is then little more than the first call.
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Placement, measure_baseline
     from rubric_rl.sandbox.run.process import WorkerProcess
 
     compiling = sandbox.model_copy(update={"compile_baseline": True})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
-    ev = Evaluator(compiling)
     spare = WorkerProcess(compiling, ahead=True, compiles=True)
     spare.start()
-    cold = ev.measure_baseline(reference)  # inductor's cache is warm for the spare's first call after this
-    warm = ev.measure_baseline(reference, worker=spare)
+    cold = measure_baseline(reference, compiling)  # inductor's cache is warm for the spare's first call after this
+    warm = measure_baseline(reference, compiling, placement=Placement(worker=spare))
     assert cold.compile is not None and warm.compile is not None, (cold, warm)
     before = cold.phases["compile_warmup_s"] - (cold.compile_warmup_s or 0.0)
     after = warm.phases["compile_warmup_s"] - (warm.compile_warmup_s or 0.0)
@@ -439,7 +438,7 @@ def test_a_spare_imports_torch_compile_before_its_setup(sandbox, examples_dir):
 def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examples_dir, monkeypatch):
     # On the H200 the exclusive hold lasted until the timed rounds' checked outputs (2 GB for a 256 MB task)
     # had crossed the pipe: 30 s of timing wall for 1 s of rounds, every other evaluation waiting.
-    from rubric_rl.sandbox import Evaluator
+    from rubric_rl.sandbox import Evaluator, Placement
     from rubric_rl.sandbox.run.protocol import Channel
 
     arrived: list[float] = []
@@ -455,7 +454,7 @@ def test_the_device_is_free_before_the_checked_timed_outputs_ship(sandbox, examp
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     gate = _RecordingGate()
-    v = Evaluator(sandbox).evaluate(reference, program, gate=gate)
+    v = Evaluator(sandbox).evaluate(reference, program, placement=Placement(gate=gate))
     assert v.status == "correct", v.errors
     exclusive = [iv for iv in gate.intervals if iv[0] == "exclusive"]
     assert len(exclusive) == 1 and len(arrived) == 1, (gate.intervals, arrived)

@@ -211,6 +211,7 @@ def test_torch_compiles_benchmarks_on_the_gpu_are_admitted_by_the_gate(evaluator
     # Inductor tunes its kernels on the GPU during a compile warm-up, which holds no gate: on an H100 another
     # task's warm-up stretched an L1 task's timed rounds from 4.3 ms to 5.1-9.7 ms. Each benchmark now asks the
     # gate (shared), and a baseline takes the gate shared for nothing else.
+    from rubric_rl.sandbox import Placement, measure_baseline
     from rubric_rl.sandbox.run.device_gate import DeviceGate
 
     cfg = evaluator.config.model_copy(update={"compile_baseline": True})
@@ -222,7 +223,7 @@ def test_torch_compiles_benchmarks_on_the_gpu_are_admitted_by_the_gate(evaluator
         )
     )
     gate = DeviceGate("cuda:0")
-    baseline = Evaluator(cfg).measure_baseline(reference, gate=gate)
+    baseline = measure_baseline(reference, cfg, placement=Placement(gate=gate))
     assert baseline.compile is not None
     print(
         f"compile warm-up {baseline.compile_warmup_s:.2f} s, benchmarks {baseline.compile_benchmarks}, "

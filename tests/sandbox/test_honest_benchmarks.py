@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
+from rubric_rl.sandbox.build.candidate import as_written
 from rubric_rl.sandbox.checks.native import check_native_sources
 from rubric_rl.sandbox.checks.static import check_program
-from rubric_rl.sandbox.evaluate import as_written
 
 pytestmark = pytest.mark.slow
 

@@ -11,10 +11,14 @@ import pytest
 import torch
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
+from rubric_rl.sandbox.checks.runtime import check_trial
 from rubric_rl.sandbox.config import Tolerance
-from rubric_rl.sandbox.evaluate import _Run
 from rubric_rl.sandbox.measure import correctness
+from rubric_rl.sandbox.measure.comparison import check_timed_rounds, compare_kept_trial, compare_trial
 from rubric_rl.sandbox.measure.inputs import fingerprint, sample_pairs, subsample
+from rubric_rl.sandbox.run.messages import FROM_WORKER, CheckedRound, ReferenceTrial, Trial, parse_body
+from rubric_rl.sandbox.run.protocol import Message, ProtocolError
+from rubric_rl.sandbox.run.state import RunState
 from rubric_rl.sandbox.verdict import TrialResult
 
 TINY_MB = 1e-6  # every trial's outputs are "too large": the whole kept path runs on the small example
@@ -185,12 +189,25 @@ def _forged(passed: bool = True) -> dict:
     return TrialResult(index=0, distribution="task", seed=1, passed=passed, mismatched=0, numel=100).model_dump()
 
 
+def _reference_trial(**fields) -> ReferenceTrial:
+    record = {"index": 0, "distribution": "task", "seed": 42, "finite": True, "outputs": [], "mutates_inputs": False}
+    return ReferenceTrial.model_validate({**record, "on_device": True, **fields})
+
+
+def _trial_body(**fields) -> Trial:
+    """A trial message's body as the evaluator receives it (validated: a malformed one breaks the protocol)."""
+    body = {"index": 0, "outputs": [], "aliases_input": [], "aliases_parameter": [], "mutated_inputs": False}
+    parsed = parse_body(Message("trial", {**body, **fields}), FROM_WORKER)
+    assert isinstance(parsed, Trial)
+    return parsed
+
+
 def _kept_trial(body: dict, values: list, recomputed: bool = False, before: list | None = None):
     cfg = SandboxConfig(backend="cpu")
-    run = _Run(config=cfg, candidate="")
+    run = RunState(config=cfg, candidate="")
     run.ref_values = [before or []]
-    ref = {"distribution": "task", "seed": 42, "on_device": True, "recomputed": recomputed, "outputs": [{}]}
-    result = Evaluator(cfg)._kept_trial(run, body, values, ref, 0)
+    ref = _reference_trial(recomputed=recomputed, outputs=[{"kind": "other", "type": "x"}])
+    result = compare_kept_trial(run, _trial_body(**body), values, ref)
     return result, [f.rule for f in run.findings]
 
 
@@ -205,9 +222,8 @@ def test_a_worker_result_contradicted_by_the_spot_check_fails():
 
 def _timed_round(meta: dict, eager: list, cand: list):
     cfg = SandboxConfig(backend="cpu", compile_baseline=False)
-    run = _Run(config=cfg, candidate="")
-    body = {"times_ms": {"candidate": [1.0], "eager": [2.0]}, "checked": [meta]}
-    Evaluator(cfg)._timing(run, body, [[eager, cand]])
+    run = RunState(config=cfg, candidate="")
+    check_timed_rounds(run, [CheckedRound.model_validate(meta)], [[eager, cand]])
     return run.trials[-1], [f.rule for f in run.findings]
 
 
@@ -224,8 +240,6 @@ def test_a_timed_round_compared_in_the_worker_is_spot_checked():
 
 
 def test_a_passing_worker_comparison_without_its_sample_breaks_the_protocol():
-    from rubric_rl.sandbox.run.protocol import ProtocolError
-
     with pytest.raises(ProtocolError):
         _timed_round({"round": 0, "seed": 1, "device_result": _forged()}, [], [])
     with pytest.raises(ProtocolError):
@@ -255,8 +269,6 @@ def test_a_reference_computed_again_with_other_bits_is_held_to_its_sample_from_b
 
 
 def test_a_resample_of_a_kept_reference_breaks_the_protocol():
-    from rubric_rl.sandbox.run.protocol import ProtocolError
-
     r = torch.randn(8)
     body = {"device_result": _forged(), "reference_intact": False, "reference_resampled": True}
     with pytest.raises(ProtocolError):
@@ -264,8 +276,6 @@ def test_a_resample_of_a_kept_reference_breaks_the_protocol():
 
 
 def test_a_kept_trial_without_its_result_breaks_the_protocol():
-    from rubric_rl.sandbox.run.protocol import ProtocolError
-
     with pytest.raises(ProtocolError):
         _kept_trial({"reference_intact": True}, [])
     with pytest.raises(ProtocolError):
@@ -274,19 +284,13 @@ def test_a_kept_trial_without_its_result_breaks_the_protocol():
 
 def test_inputs_drawn_again_but_different_are_tampering():
     cfg = SandboxConfig(backend="cpu")
-    run = _Run(config=cfg, candidate="")
-    run.ref_meta = [{"distribution": "task", "seed": 42, "on_device": True, "mutates_inputs": False, "outputs": []}]
+    run = RunState(config=cfg, candidate="")
+    run.ref_meta, run.ref_values = [_reference_trial()], [[]]
     r = torch.randn(8)
-    body = {
-        "index": 0,
-        "outputs": [],
-        "ops": {"empty_like": 1},
-        "device_result": _forged(),
-        "reference_intact": True,
-        "inputs_intact": False,
-    }
+    body = _trial_body(ops={"empty_like": 1}, device_result=_forged(), reference_intact=True, inputs_intact=False)
     with ThreadPoolExecutor(1) as compare:
-        Evaluator(cfg)._trial(run, body, [r, r], compare)
+        compare_trial(run, body, [r, r], run.ref_meta[0], compare)
+    check_trial(run, body, run.ref_meta[0], first=True)
     assert "protocol.tampering" in [f.rule for f in run.findings]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.evaluate import Evaluator
-from rubric_rl.sandbox.executors import ExecutorConfig
+from rubric_rl.sandbox.executors import ExecutorConfig, local
 from rubric_rl.sandbox.executors.local import LocalExecutor, out_of_device_memory
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.verdict import Verdict
@@ -274,14 +274,14 @@ def _sharing_executor(
     held, alone, shares held by everything beside it)."""
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", measure_performance=False)
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, reuse_baselines=False, prebuild=False))
-    ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})  # as a cuda executor divides it
+    ex._divided = True  # as a cuda executor divides the config's 0.9 of the device
     assert ex._shares == 4
     lock = threading.Lock()
     running: dict[int, int] = {}  # call index -> shares held
     calls: list[tuple[str, int, bool, int]] = []
 
-    def fake_evaluate(self, reference, program, *, task_id=None, alone=False, **_):
-        shares = 1 if self is ex.evaluator else round(self.config.gpu_memory_fraction / 0.9 * 4)
+    def fake_evaluate(self, reference, program, *, task_id=None, placement):
+        shares, alone = round(placement.memory_fraction / 0.9 * 4), placement.alone
         with lock:
             me = len(calls)
             running[me] = shares
@@ -405,21 +405,22 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
     device exclusively for its worker's start and torch.compile's warm-up (5-18 s), every other evaluation
     paused, only for the task's candidates to take the whole device next. The candidates' whole-memory runs
     now time eager and compile beside them, and the first such run gives the task its baseline."""
-    from rubric_rl.sandbox.evaluate import BaselineError, TaskBaseline
+    from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline
 
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=2, spare_workers=0, prebuild=False))
-    ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})
+    ex._divided = True
     measured: list[tuple[str, bool]] = []
     calls: list[tuple[str, bool, str | None, bool]] = []  # (program, alone, baseline source, awaiting one)
 
-    def fake_measure(self, reference, *, alone=False, **_):
-        measured.append((reference, alone))
+    def fake_measure(reference, config, *, placement):
+        measured.append((reference, placement.alone))
         if "big" in reference:
             raise BaselineError("baseline measurement failed: OutOfMemoryError: CUDA out of memory.")
         return TaskBaseline.from_rounds({"eager": [2.0], "compile": [1.0]}, "default")
 
-    def fake_evaluate(self, reference, program, *, task_id=None, alone=False, baseline=None, await_baseline=None, **_):
+    def fake_evaluate(self, reference, program, *, task_id=None, placement):
+        alone, baseline, await_baseline = placement.alone, placement.baseline, placement.await_baseline
         if await_baseline is not None and not program.startswith("big"):
             baseline = await_baseline()
         calls.append((program, alone, baseline.source if baseline else None, await_baseline is not None))
@@ -429,7 +430,7 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
             )
         return _timed_correct(task_id, baseline)
 
-    monkeypatch.setattr(Evaluator, "measure_baseline", fake_measure)
+    monkeypatch.setattr(local, "measure_baseline", fake_measure)
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
     big = Task(id="L1-19", problem_id=19, name="relu", origin="test", code="# big task\n")
     small = Task(id="L1-1", problem_id=1, name="matmul", origin="test", code="# small task\n")
@@ -462,25 +463,25 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_asked_at_once_by_t
     """On the H100, L1-25's first candidate timed eager and compile beside it (its baseline did not fit a share) and
     needed all of the device. Its later candidates, with the task's baseline reused, were once asked for half of it
     first: they ran out of it too, and each paid a failed run before it got all of it."""
-    from rubric_rl.sandbox.evaluate import BaselineError
+    from rubric_rl.sandbox.measure.baseline import BaselineError
 
     sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
-    ex._alone_config = sandbox.model_copy(update={"gpu_memory_fraction": 0.9})
+    ex._divided = True
     assert ex._shares == 4
     calls: list[tuple[str, int, bool]] = []
 
-    def fake_measure(self, reference, **_):
+    def fake_measure(reference, config, *, placement):
         raise BaselineError("baseline measurement failed: OutOfMemoryError: CUDA out of memory.")
 
-    def fake_evaluate(self, reference, program, *, task_id=None, baseline=None, **_):
-        shares = 1 if self is ex.evaluator else round(self.config.gpu_memory_fraction / 0.9 * 4)
+    def fake_evaluate(self, reference, program, *, task_id=None, placement):
+        shares, baseline = round(placement.memory_fraction / 0.9 * 4), placement.baseline
         calls.append((program, shares, baseline is not None))
         if shares < 4:  # as measured: all of the device, baseline reused or not
             return Verdict(status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM[23:]])
         return _timed_correct(task_id, baseline)
 
-    monkeypatch.setattr(Evaluator, "measure_baseline", fake_measure)
+    monkeypatch.setattr(local, "measure_baseline", fake_measure)
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
     swish = Task(id="L1-25", problem_id=25, name="swish", origin="test", code="# swish\n")
 
@@ -495,3 +496,17 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_asked_at_once_by_t
     assert [c for c in calls if c[0] == "first"][-2:] == [("first", 2, False), ("first", 4, False)]  # half, then all
     assert [c for c in calls if c[0] != "first"] == [("second", 4, True), ("third", 4, True)]  # no failed run
     assert ex._task_shares == {swish.code: 4}
+
+
+def test_a_cuda_executor_gives_each_worker_its_share_and_leaves_the_config_as_given(tmp_path):
+    # The executor used to copy the user's config with gpu_memory_fraction divided by the shares; each evaluation
+    # is now told its share by its Placement.
+    sandbox = SandboxConfig(backend="cuda", cache_dir=tmp_path / "build", gpu_memory_fraction=0.8)
+    config = ExecutorConfig(slots_per_gpu=3, baseline_workers_per_gpu=1, timing_cores_per_device=0, spare_workers=0)
+    ex = LocalExecutor(sandbox, config)
+    try:
+        assert ex.sandbox is sandbox and ex.evaluator.config is sandbox and sandbox.gpu_memory_fraction == 0.8
+        assert ex._shares == 4 and ex._divided
+        assert ex._memory_fraction(1) == pytest.approx(0.2) and ex._memory_fraction(4) == pytest.approx(0.8)
+    finally:
+        asyncio.run(ex.close())

@@ -1,6 +1,5 @@
 """Reference outputs reused across a task's candidates: the cache itself, and evaluations that use it."""
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -8,11 +7,16 @@ import torch
 
 from rubric_rl.sandbox import Evaluator, SandboxConfig
 from rubric_rl.sandbox.measure.reference_cache import KnownReference, ReferenceCache, reference_key
+from rubric_rl.sandbox.run import conversation
+from rubric_rl.sandbox.run.messages import ReferenceTrial
 
 
 def _known(mb: float, on_device: bool = False) -> KnownReference:
     values = [[torch.zeros(int(mb * 2**20) // 4)]]
-    return KnownReference(meta=[{"index": 0, "on_device": on_device}], values=values, task_flags=[])
+    trial = ReferenceTrial(
+        index=0, distribution="task", seed=0, finite=True, outputs=[], mutates_inputs=False, on_device=on_device
+    )
+    return KnownReference(meta=[trial], values=values, task_flags=[])
 
 
 def test_the_cache_is_bounded_in_bytes_and_evicts_the_least_recently_used():
@@ -60,8 +64,6 @@ def sandbox(build_cache: Path) -> SandboxConfig:
 
 
 def test_later_candidates_of_a_task_reuse_its_reference_outputs(sandbox, examples_dir, monkeypatch):
-    evaluate_module = importlib.import_module("rubric_rl.sandbox.evaluate")  # the package exports a function so named
-
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     correct = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     wrong = (examples_dir / "fused_add_relu" / "candidate_wrong.py").read_text()
@@ -70,13 +72,13 @@ def test_later_candidates_of_a_task_reuse_its_reference_outputs(sandbox, example
     assert first.status == "correct" and not first.reference_reused, first.errors
 
     unpacked: list[str] = []
-    unpack = evaluate_module.unpack_tensors
+    unpack = conversation.unpack_tensors
 
     def recording_unpack(msg):
         unpacked.append(msg.type)
         return unpack(msg)
 
-    monkeypatch.setattr(evaluate_module, "unpack_tensors", recording_unpack)
+    monkeypatch.setattr(conversation, "unpack_tensors", recording_unpack)
     again = ev.evaluate(reference, correct)
     assert again.status == "correct" and again.reference_reused, again.errors
     assert "reference" not in unpacked  # no reference outputs crossed from the worker

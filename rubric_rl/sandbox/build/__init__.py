@@ -1,1 +1,2 @@
-"""Builds the sandbox owns: extension rules, source split, precompiled header, cache, job server."""
+"""Builds the evaluator owns: extension rules, the candidate's build (split sources, as-written fallback), the
+content-addressed cache, precompiled headers, the compile job server, captures of load_inline calls."""

@@ -1,1 +1,2 @@
-"""Anti-hacking checks: static (AST), native (C++/CUDA source), runtime guard, audit hook, integrity."""
+"""Anti-hacking checks: static (AST), native (C++/CUDA source), runtime guard and the findings of its records, audit
+hook, integrity."""

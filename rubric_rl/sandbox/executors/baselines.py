@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.evaluate import TaskBaseline
+from rubric_rl.sandbox.measure.baseline import TaskBaseline
 
 log = logging.getLogger(__name__)
 

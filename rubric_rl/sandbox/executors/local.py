@@ -24,17 +24,20 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from rubric_rl.sandbox.build.builder import Builder
 from rubric_rl.sandbox.config import SandboxConfig
-from rubric_rl.sandbox.evaluate import BaselineError, Evaluator, TaskBaseline
+from rubric_rl.sandbox.evaluate import Evaluator
 from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, default_build_workers, infra_verdict
 from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineLanes
 from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
+from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline, measure_baseline
 from rubric_rl.sandbox.run.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
 from rubric_rl.sandbox.run.device_gate import DeviceGate
+from rubric_rl.sandbox.run.placement import Placement
 from rubric_rl.sandbox.run.process import WorkerProcess
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
@@ -136,8 +139,8 @@ class _WarmWorkers:
 class LocalExecutor(Executor):
     def __init__(self, sandbox: SandboxConfig, config: ExecutorConfig | None = None) -> None:
         self.config = config or ExecutorConfig()
-        self._alone_config: SandboxConfig | None = None  # the full-memory config, where memory is divided
         self._shares = 1  # each device's memory is divided into this many equal shares
+        self._divided = False  # whether each worker is told its shares of the GPU's memory (cuda, several shares)
         if sandbox.backend == "cuda":
             gpus = visible_gpus()
             wanted = self.config.devices
@@ -153,9 +156,7 @@ class LocalExecutor(Executor):
             # that runs out of it is evaluated again with more shares (see evaluate and memory_shares).
             baseline_workers = self.config.baseline_workers_per_gpu if self.config.reuse_baselines else 0
             self._shares = per_device + baseline_workers
-            if self._shares > 1:
-                self._alone_config = sandbox
-                sandbox = sandbox.model_copy(update={"gpu_memory_fraction": sandbox.gpu_memory_fraction / self._shares})
+            self._divided = self._shares > 1
         else:
             self._gpus = []
             devices = ["cpu"]
@@ -265,67 +266,15 @@ class LocalExecutor(Executor):
 
             slot = await free.get()
             try:
-                evaluator = self.evaluator
+                run_timeout_s = None
                 if deadline_s is not None:
                     remaining = deadline_s - (time.monotonic() - started)
                     if remaining <= 0:
                         return infra_verdict(task, program, f"the {deadline_s:.0f} s deadline passed in the queue")
                     if remaining < self.sandbox.run_timeout_s:
-                        evaluator = Evaluator(
-                            self.sandbox.model_copy(update={"run_timeout_s": remaining}),
-                            builder=self.builder,
-                            reference_cache=self.evaluator.reference_cache,
-                        )
-                device = self._slot_device[slot]
-
-                def run(evaluator: Evaluator, alone: bool) -> Verdict:
-                    return evaluator.evaluate(
-                        task.code,
-                        program,
-                        task_id=task.id,
-                        baseline=baseline,
-                        await_baseline=await_baseline,
-                        cuda_visible_devices=self._cuda_env(device),
-                        worker=self._warm.take(slot, self._cuda_env(device)),
-                        gate=self._gates[device],
-                        alone=alone,
-                        timing_cores=self.cores.timing.get(device),
-                    )
-
-                divided = self._alone_config is not None
-                first_shares = shares = self._task_shares.get(task.code, 1) if divided else 1
-                while True:
-                    if shares > 1 and measuring is not None:
-                        # Its baseline takes a share: settled before several are asked for (see memory_shares).
-                        lanes.raise_urgency(key, AWAITED)
-                        baseline, await_baseline = await measuring, None
-                    async with memory.share(device, shares) as waited:
-                        if shares > 1:
-                            self.memory_waits.append(round(waited, 3))
-                        whole = divided and shares == self._shares  # nothing else runs on the device
-                        verdict = await loop.run_in_executor(
-                            self._exec_pool, run, self._with_shares(evaluator, shares), whole
-                        )
-                    if not divided or shares == self._shares or not out_of_device_memory(verdict):
-                        if shares > first_shares and verdict.status == "correct":
-                            # A correct candidate ran out of fewer: the task's candidates need this many, and its
-                            # later ones ask for them at once instead of paying a failed run each. Only a correct
-                            # one teaches it, so a candidate wasting memory on wrong answers cannot. Whether or
-                            # not they time eager and compile beside them: on an H100, L1-25's and L3-2's later
-                            # candidates, with the task's baseline reused, ran out of what the first one had run
-                            # out of (all of the device for L1-25, half for L3-2) when they were told apart.
-                            self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
-                        break
-                    # Its shares of a divided GPU were too few: that is ours to fix, not the candidate's fault.
-                    self.memory_retried.append(f"candidate {task.id}: {shares} -> {self._more_shares(shares)} shares")
-                    shares = self._more_shares(shares)
-                    log.info(
-                        "task %s: out of its GPU memory; again with %d of %d shares", task.id, shares, self._shares
-                    )
-                    if (verdict.infra_error or "").startswith("task error"):
-                        # The task's own trials need more (KernelBench L1-19's 6 GB outputs): its later candidates
-                        # ask for as many shares at once.
-                        self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
+                        run_timeout_s = remaining
+                placement = Placement(baseline=baseline, await_baseline=await_baseline, run_timeout_s=run_timeout_s)
+                verdict = await self._in_shares(task, program, slot, placement, measuring)
             finally:
                 free.put_nowait(slot)
         beside = TaskBaseline.beside(verdict.timings) if wants_baseline else None
@@ -336,23 +285,73 @@ class LocalExecutor(Executor):
         self.evaluations += 1
         return verdict
 
+    async def _in_shares(
+        self,
+        task: Task,
+        program: str,
+        slot: str,
+        placement: Placement,
+        measuring: asyncio.Future[TaskBaseline | None] | None,
+    ) -> Verdict:
+        """Evaluate in ``slot`` with one share of its device's memory, or as many as the task is known to need; out
+        of them, again with more (half the device, then all of it, alone)."""
+        memory, lanes, loop = self._memory, self._baseline_lanes, asyncio.get_running_loop()
+        assert memory is not None and lanes is not None
+        device = self._slot_device[slot]
+        cuda = self._cuda_env(device)
+        shares = first_shares = self._task_shares.get(task.code, 1) if self._divided else 1
+        while True:
+            if shares > 1 and measuring is not None:
+                # Its baseline takes a share: settled before several are asked for (see memory_shares).
+                lanes.raise_urgency(self._baseline_key(task), AWAITED)
+                placement = replace(placement, baseline=await measuring, await_baseline=None)
+            placed = replace(
+                placement,
+                cuda_visible_devices=cuda,
+                gate=self._gates[device],
+                alone=self._divided and shares == self._shares,  # nothing else runs on the device
+                timing_cores=self.cores.timing.get(device),
+                memory_fraction=self._memory_fraction(shares),
+            )
+            async with memory.share(device, shares) as waited:
+                if shares > 1:
+                    self.memory_waits.append(round(waited, 3))
+                verdict = await loop.run_in_executor(self._exec_pool, self._run, task, program, slot, placed)
+            if not self._divided or shares == self._shares or not out_of_device_memory(verdict):
+                if shares > first_shares and verdict.status == "correct":
+                    # A correct candidate ran out of fewer: the task's candidates need this many, and its later
+                    # ones ask for them at once instead of paying a failed run each. Only a correct one teaches
+                    # it, so a candidate wasting memory on wrong answers cannot. Whether or not they time eager
+                    # and compile beside them: on an H100, L1-25's and L3-2's later candidates, with the task's
+                    # baseline reused, ran out of what the first one had run out of (all of the device for L1-25,
+                    # half for L3-2) when they were told apart.
+                    self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
+                return verdict
+            # Its shares of a divided GPU were too few: that is ours to fix, not the candidate's fault.
+            self.memory_retried.append(f"candidate {task.id}: {shares} -> {self._more_shares(shares)} shares")
+            shares = self._more_shares(shares)
+            log.info("task %s: out of its GPU memory; again with %d of %d shares", task.id, shares, self._shares)
+            if (verdict.infra_error or "").startswith("task error"):
+                # The task's own trials need more (KernelBench L1-19's 6 GB outputs): its later candidates ask for
+                # as many shares at once.
+                self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
+
+    def _run(self, task: Task, program: str, slot: str, placement: Placement) -> Verdict:
+        """One evaluation on the slot's warm worker (in an execution thread)."""
+        placement = replace(placement, worker=self._warm.take(slot, placement.cuda_visible_devices))
+        return self.evaluator.evaluate(task.code, program, task_id=task.id, placement=placement)
+
     def _more_shares(self, shares: int) -> int:
         """The next size up for an evaluation out of ``shares``: half the device, then all of it."""
         half = self._shares // 2
         return half if shares < half else self._shares
 
-    def _with_shares(self, evaluator: Evaluator, shares: int) -> Evaluator:
-        """``evaluator`` with ``shares`` of the device's memory (its own, one share, unless more are asked)."""
-        if shares == 1 or self._alone_config is None:
-            return evaluator
-        fraction = self._alone_config.gpu_memory_fraction * shares / self._shares
-        return Evaluator(
-            self._alone_config.model_copy(
-                update={"gpu_memory_fraction": fraction, "run_timeout_s": evaluator.config.run_timeout_s}
-            ),
-            builder=self.builder,
-            reference_cache=self.evaluator.reference_cache,
-        )
+    def _memory_fraction(self, shares: int) -> float | None:
+        """A worker's share of its GPU's memory with ``shares`` of the device's shares (None: the config's, where the
+        memory is not divided)."""
+        if not self._divided:
+            return None
+        return self.sandbox.gpu_memory_fraction * shares / self._shares
 
     def _baseline_key(self, task: Task) -> str:
         import torch
@@ -369,16 +368,17 @@ class LocalExecutor(Executor):
         def measure_on(lane: str) -> TaskBaseline:
             device = self._lane_device[lane]
             gate, env, cores = self._gates[device], self._cuda_env(device), self.cores.timing.get(device)
+            placement = Placement(
+                cuda_visible_devices=env,
+                worker=self._warm.take(lane, env, compiles=self.sandbox.compile_baseline),
+                gate=gate,
+                timing_cores=cores,
+                memory_fraction=self._memory_fraction(1),
+            )
             try:
-                return self.evaluator.measure_baseline(
-                    task.code,
-                    cuda_visible_devices=env,
-                    gate=gate,
-                    timing_cores=cores,
-                    worker=self._warm.take(lane, env, compiles=self.sandbox.compile_baseline),
-                )
+                return measure_baseline(task.code, self.sandbox, placement=placement)
             except BaselineError as e:
-                if self._alone_config is None or "out of memory" not in str(e).lower():
+                if not self._divided or "out of memory" not in str(e).lower():
                     raise
             # Its share of a divided GPU was too small. The task's evaluations keep every trial's reference
             # output besides: they will not fit a share either, and ask for more. Measured again alone, the

@@ -57,13 +57,16 @@ class _ExecutionWorker:
         self.evaluator = Evaluator(SandboxConfig.model_validate(sandbox))
 
     def evaluate(self, reference: str, program: str, task_id: str, baseline: str | None) -> str:
-        from rubric_rl.sandbox.evaluate import TaskBaseline
+        from rubric_rl.sandbox.measure.baseline import TaskBaseline
+        from rubric_rl.sandbox.run.placement import Placement
 
-        b = TaskBaseline.model_validate_json(baseline) if baseline else None
-        return self.evaluator.evaluate(reference, program, task_id=task_id, baseline=b).model_dump_json()
+        placement = Placement(baseline=TaskBaseline.model_validate_json(baseline) if baseline else None)
+        return self.evaluator.evaluate(reference, program, task_id=task_id, placement=placement).model_dump_json()
 
     def measure_baseline(self, reference: str) -> str:
-        return self.evaluator.measure_baseline(reference).model_dump_json()
+        from rubric_rl.sandbox.measure.baseline import measure_baseline
+
+        return measure_baseline(reference, self.evaluator.config).model_dump_json()
 
     def device(self) -> dict[str, str]:
         from rubric_rl.sandbox.executors.local import visible_gpus
@@ -155,7 +158,7 @@ class RayExecutor(Executor):
     async def _baseline(self, task: Task, device: dict[str, str]) -> str | None:
         import torch
 
-        from rubric_rl.sandbox.evaluate import TaskBaseline
+        from rubric_rl.sandbox.measure.baseline import TaskBaseline
 
         key = baseline_key(task.code, self.sandbox, device.get("name", "?"), torch.__version__)
         _, executors, _ = self._queues()

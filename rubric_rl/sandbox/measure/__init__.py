@@ -1,1 +1,2 @@
-"""Measurement: correctness comparison, inputs, timing, profiling, the reference cache."""
+"""Measurement: correctness comparison (in the evaluator, and spot checks of the worker's), inputs, timing, task
+baselines, profiling, the reference cache."""

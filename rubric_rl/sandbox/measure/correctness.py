@@ -11,6 +11,7 @@ whether a task is degenerate (zeros, a constant, or one fixed answer would pass)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -210,9 +211,9 @@ def _compare_general(
 
 
 def compare_outputs(
-    cand_meta: list[dict[str, Any]],
+    cand_meta: Sequence[Mapping[str, Any]],
     cand_values: list[Any],
-    ref_meta: list[dict[str, Any]],
+    ref_meta: Sequence[Mapping[str, Any]],
     ref_values: list[Any],
     config: SandboxConfig,
     *,

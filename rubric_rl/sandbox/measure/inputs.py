@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from rubric_rl.sandbox.run.messages import OutputInfo
+
 HEAVY_TAIL_DF = 2.5
 
 
@@ -76,7 +78,7 @@ def flatten_outputs(out: Any) -> list[Any]:
     return [out]
 
 
-def describe(value: Any) -> dict[str, Any]:
+def describe(value: Any) -> OutputInfo:
     """Metadata the evaluator checks before it compares values."""
     if isinstance(value, torch.Tensor):
         return {

@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.run.messages import ReferenceTrial
 
 
 @dataclass(frozen=True)
 class KnownReference:
     """What a finished reference phase produced: the per-trial records, the host outputs, the task flags."""
 
-    meta: list[dict[str, Any]]
+    meta: list[ReferenceTrial]
     values: list[list[Any]]
     task_flags: list[str]
 
@@ -77,7 +78,7 @@ class ReferenceCache:
         """Keep ``entry`` unless it alone exceeds the budget (or a trial was kept on the device); evicts the
         least recently used to make room. Returns whether it is kept."""
         size = entry.nbytes
-        if size > self.max_bytes or any(m.get("on_device") for m in entry.meta):
+        if size > self.max_bytes or any(m.on_device for m in entry.meta):
             return False
         with self._lock:
             old = self._entries.pop(key, None)
