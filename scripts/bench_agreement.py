@@ -276,7 +276,11 @@ def evaluator_runs(
     pinned for the rounds; one result per evaluation, shaped as a process's runs."""
     from rubric_rl.sandbox import Evaluator, Placement, SandboxConfig
 
-    ev = Evaluator(SandboxConfig(backend=backend, cache_dir=cache, compile_baseline=False, profile_kernels=False))
+    ev = Evaluator(
+        SandboxConfig(
+            backend=backend, build={"cache_dir": cache}, timing={"compile_baseline": False, "profile_kernels": False}
+        )
+    )
     results = []
     for _ in range(n):
         for label in EVALUATOR if cores else EVALUATOR[:1]:

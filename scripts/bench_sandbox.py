@@ -111,14 +111,20 @@ def main() -> None:
     ap.add_argument("--slots-per-gpu", type=int, default=ExecutorConfig().slots_per_gpu)
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--only", default=None, help="comma-separated candidate names or task ids (else --n spread)")
-    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SandboxConfig field")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="a SandboxConfig field, e.g. timing.l2_flush=false",
+    )
     args = ap.parse_args()
 
     tasks = {t.id: t for t in load_tasks(args.problems or default_problems())}
     chosen = select(discover(args.candidates, tasks), args.n, args.only)
     cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-sandbox-")) / "build"
-    sandbox = SandboxConfig(
-        backend="cuda", cache_dir=cache, perf_trials=args.perf_trials, **sandbox_overrides(args.set)
+    sandbox = SandboxConfig(backend="cuda", build={"cache_dir": cache}, timing={"trials": args.perf_trials}).updated(
+        **sandbox_overrides(args.set)
     )
     ex = LocalExecutor(
         sandbox, ExecutorConfig(build_workers=args.build_workers, prebuild=True, slots_per_gpu=args.slots_per_gpu)

@@ -4,10 +4,10 @@
 
 (a)    one candidate at a time, each built and evaluated in a fresh process the way KernelBench's scripts do
        it (scripts/kernelbench_style_eval.py), on the first --kb-baseline candidates;
-(cuts) median build seconds of the same candidates' extensions built six ways: torch's default load_inline
+(cuts) median build seconds of the same candidates' extensions built five ways: torch's default load_inline
        (the build inside (a)); the evaluator's build with no source split and no PCH; with the split (torch
-       glue out of the .cu); with the split and the shared precompiled torch/extension.h; and with the split
-       glue's host code at -O1 instead of -O3 (the default); and that last way on a cache without the PCH,
+       glue out of the .cu, its host code at -O1); with the split and the shared precompiled torch/extension.h;
+       and that last way on a cache without the PCH,
        which the first builds wait for (one of them builds it);
 (b)    the local executor on all candidates at once, cold build cache;
 (c)    the same again, warm cache (builds and per-task baselines reused); --warm-passes N runs it N times
@@ -62,15 +62,15 @@ def build_cuts(
     """Seconds per build for each way of building, same extensions, builds of one variant run in parallel.
     ``mode="objects"`` compiles without linking: it needs no CUDA libraries, so it measures the cuts on a
     machine without a GPU (nvcc alone)."""
-    ev = Evaluator(SandboxConfig(backend="cuda", cache_dir=Path(tempfile.mkdtemp()) / "build"))
+    ev = Evaluator(SandboxConfig(backend="cuda", build={"cache_dir": Path(tempfile.mkdtemp()) / "build"}))
     specs = []
     for _, _, program in items:
         found, _ = ev.capture(program)
         specs.extend(found)
 
-    def ours(split: bool, pch: bool, glue: str, cold_pch: bool):
+    def ours(split: bool, pch: bool, cold_pch: bool):
         builder = Builder(Path(tempfile.mkdtemp(prefix="cut-")), use_pch=pch)
-        cfg = SandboxConfig(backend="cuda", split_sources=split, split_glue_opt_level=glue)
+        cfg = SandboxConfig(backend="cuda", build={"split_sources": split})
         if pch and not cold_pch:  # the PCH is built once per machine: built before timing, as a service would
             builder.build(prepare_build(specs[0], cfg, arch), mode=mode)
 
@@ -84,13 +84,12 @@ def build_cuts(
 
         return one
 
-    variants: dict[str, tuple[bool, bool, str, bool]] = {  # split, PCH, glue level, PCH not built yet
-        "evaluator, no split, no PCH": (False, False, "-O3", False),
-        "evaluator + split (glue -O3)": (True, False, "-O3", False),
-        "evaluator + split + PCH (glue -O3)": (True, True, "-O3", False),
-        "evaluator + split + PCH + glue -O1": (True, True, "-O1", False),
+    variants: dict[str, tuple[bool, bool, bool]] = {  # split (its glue at -O1), PCH, PCH not built yet
+        "evaluator, no split, no PCH": (False, False, False),
+        "evaluator + split": (True, False, False),
+        "evaluator + split + PCH": (True, True, False),
         # A cold cache: the first builds wait for the PCH (one of them builds it), as in (b)'s first wave.
-        "the same, PCH not yet built": (True, True, "-O1", True),
+        "the same, PCH not yet built": (True, True, True),
     }
     out: dict[str, list[float | None]] = {}
     for name, way in variants.items():
@@ -156,7 +155,13 @@ def main() -> None:
     ap.add_argument("--build-mode", choices=["full", "objects"], default="full", help="of the build cuts")
     ap.add_argument("--cuts-matching", default="", help="measure only the build cuts whose names contain this")
     ap.add_argument("--a-from", type=Path, default=None, help="take (a) from an earlier run's JSON instead")
-    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a SandboxConfig field")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="a SandboxConfig field, e.g. timing.l2_flush=false",
+    )
     ap.add_argument("--cv-candidates", type=int, default=12, help="candidates evaluated --cv-repeats times")
     ap.add_argument("--cv-repeats", type=int, default=5)
     ap.add_argument(
@@ -228,8 +233,8 @@ def main() -> None:
     if not {"b", "c"} <= skip:
         cache = args.cache_dir or Path(tempfile.mkdtemp(prefix="bench-tp-")) / "build"
         sandbox = SandboxConfig(
-            backend="cuda", cache_dir=cache, perf_trials=args.perf_trials, **sandbox_overrides(args.set)
-        )
+            backend="cuda", build={"cache_dir": cache}, timing={"trials": args.perf_trials}
+        ).updated(**sandbox_overrides(args.set))
         ex = LocalExecutor(
             sandbox,
             ExecutorConfig(

@@ -26,19 +26,33 @@ def default_problems() -> Path:
 
 
 def sandbox_overrides(pairs: list[str]) -> dict:
-    """``--set KEY=VALUE`` pairs as SandboxConfig fields, VALUE read as JSON where it parses (false, 3, [1])
-    and as a string otherwise; the benches compare a setting against its default in one device call."""
+    """``--set SECTION.FIELD=VALUE`` (or ``FIELD=VALUE`` for a top-level field) pairs as ``SandboxConfig.updated``
+    changes, VALUE read as JSON where it parses (false, 3, [1]) and as a string otherwise; the benches compare a
+    setting against its default in one device call."""
+    from pydantic import BaseModel
+
     from rubric_rl.sandbox import SandboxConfig
 
     out: dict = {}
     for pair in pairs:
         key, eq, raw = pair.partition("=")
-        if not eq or key not in SandboxConfig.model_fields:
-            raise SystemExit(f"--set {pair!r}: expected FIELD=VALUE with a SandboxConfig field")
+        section, _, name = key.rpartition(".")
+        field = SandboxConfig.model_fields.get(section or name)
+        kind = field.annotation if field is not None else None
+        known = field is not None and (
+            (not section and not (isinstance(kind, type) and issubclass(kind, BaseModel)))
+            or (section and isinstance(kind, type) and issubclass(kind, BaseModel) and name in kind.model_fields)
+        )
+        if not eq or not known:
+            raise SystemExit(f"--set {pair!r}: expected FIELD=VALUE with a SandboxConfig field (e.g. timing.l2_flush)")
         try:
-            out[key] = json.loads(raw)
+            value = json.loads(raw)
         except ValueError:
-            out[key] = raw
+            value = raw
+        if section:
+            out.setdefault(section, {})[name] = value
+        else:
+            out[name] = value
     return out
 
 
@@ -230,7 +244,7 @@ def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dic
         paired = [paired_ratio(r["eager"], r["candidate"]) for r in rounds]
         # The host's launch rate where each evaluation timed (timing.host_probe), beside its speedup: a launch-bound
         # program's speedup that moves with it is the host's drift, not the protocol's noise.
-        probed = [(v.speedup_eager, v.timings.host_launch_us) for v in vs if v.speedup_eager and v.timings]
+        probed = [(v.speedup_eager, v.diagnostics.host_launch_us) for v in vs if v.speedup_eager and v.timings]
         probed = [(s, launch) for s, launch in probed if launch]
         within = [w for r in rounds if (w := within_evaluation_cv(r["eager"], r["candidate"])) is not None]
         records.append(

@@ -36,10 +36,11 @@ def test_noisy_rounds_show_within_an_evaluation(benchlib):
 def test_set_pairs_become_sandbox_fields_or_a_clear_error(benchlib):
     from rubric_rl.sandbox import SandboxConfig
 
-    got = benchlib.sandbox_overrides(["l2_flush=false", "perf_trials=30", "compile_mode=max-autotune"])
-    assert got == {"l2_flush": False, "perf_trials": 30, "compile_mode": "max-autotune"}
-    assert SandboxConfig(**got).l2_flush is False
-    for bad in ["no_such_field=1", "l2_flush"]:
+    got = benchlib.sandbox_overrides(["timing.l2_flush=false", "timing.trials=30", "seed=3"])
+    assert got == {"timing": {"l2_flush": False, "trials": 30}, "seed": 3}
+    cfg = SandboxConfig().updated(**got)
+    assert cfg.timing.l2_flush is False and cfg.timing.trials == 30 and cfg.seed == 3
+    for bad in ["no_such_field=1", "timing.l2_flush", "timing.nope=1", "timing=1", "perf_trials=3"]:
         with pytest.raises(SystemExit, match="FIELD=VALUE"):
             benchlib.sandbox_overrides([bad])
 

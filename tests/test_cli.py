@@ -40,10 +40,13 @@ def test_verify_bad_usage_is_exit_2(tmp_path, examples_dir):
     result = runner.invoke(app, ["verify", str(bad_ref), str(cand), "--device", "cpu"])
     assert result.exit_code == 2 and "get_inputs" in result.output
     bad_cfg = tmp_path / "cfg.yaml"
-    bad_cfg.write_text("perf_trials: -3\n")
+    bad_cfg.write_text("timing: {trials: -3}\n")
     ref = examples_dir / "fused_add_relu" / "reference.py"
     result = runner.invoke(app, ["verify", str(ref), str(cand), "--config", str(bad_cfg)])
-    assert result.exit_code == 2 and "perf_trials" in result.output
+    assert result.exit_code == 2 and "timing.trials" in result.output
+    bad_cfg.write_text("perf_trials: 3\n")  # the flat layout before sections: refused with where it went
+    result = runner.invoke(app, ["verify", str(ref), str(cand), "--config", str(bad_cfg)])
+    assert result.exit_code == 2 and "'perf_trials' is now 'timing.trials'" in result.output
 
 
 def test_skills_extract(tmp_path):

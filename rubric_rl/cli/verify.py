@@ -17,7 +17,8 @@ def sandbox_config(
     config_file: Path | None,
     overrides: dict[str, Any],
 ):
-    """SandboxConfig from a YAML file (optional), then CLI overrides; errors name the field."""
+    """SandboxConfig from a YAML file (optional), then CLI overrides (``{"timing.trials": 5}``); errors name the
+    field."""
     from pydantic import ValidationError
 
     from rubric_rl.sandbox import SandboxConfig
@@ -29,7 +30,13 @@ def sandbox_config(
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device is not None:
         data["backend"] = device
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    for dotted, value in overrides.items():  # "section.field" or a top-level field
+        if value is not None:
+            *sections, name = dotted.split(".")
+            node = data
+            for section in sections:
+                node = node.setdefault(section, {})
+            node[name] = value
     try:
         return SandboxConfig.model_validate(data)
     except ValidationError as e:
@@ -74,18 +81,18 @@ def verify(
         device,
         config,
         {
-            "correctness_trials": trials,
-            "perf_trials": perf_trials,
-            "measure_performance": timing,
-            "compile_baseline": compile_baseline,
-            "compile_mode": compile_mode,
-            "cache_dir": cache_dir,
+            "correctness.trials": trials,
+            "timing.trials": perf_trials,
+            "timing.enabled": timing,
+            "timing.compile_baseline": compile_baseline,
+            "timing.compile_mode": compile_mode,
+            "build.cache_dir": cache_dir,
         },
     )
     from rubric_rl.sandbox import Evaluator
 
     if compile_only:
-        report = Evaluator(cfg).check_compiles(cand_text, arch=cfg.arch or "9.0")
+        report = Evaluator(cfg).check_compiles(cand_text, arch=cfg.build.arch or "9.0")
         typer.echo(report.model_dump_json(indent=2) if as_json else _compile_report_text(report))
         return
     verdict = Evaluator(cfg).evaluate(ref_text, cand_text, task_id=reference.stem)
@@ -130,7 +137,9 @@ def verify_batch(
         raise fail(str(e)) from None
     task_map = {t.id: t for t in load_task_source(tasks, None, None, None)}
     cfg = sandbox_config(
-        device, config, {"perf_trials": perf_trials, "compile_baseline": compile_baseline, "cache_dir": cache_dir}
+        device,
+        config,
+        {"timing.trials": perf_trials, "timing.compile_baseline": compile_baseline, "build.cache_dir": cache_dir},
     )
     try:
         exec_cfg = ExecutorConfig(kind=executor, **({"build_workers": build_workers} if build_workers else {}))

@@ -61,12 +61,15 @@ class Evaluator:
     ) -> None:
         self.config = config
         self.builder = builder or Builder(
-            config.cache_dir, timeout_s=config.build_timeout_s, jobs=config.build_jobs, use_pch=config.use_pch
+            config.build.cache_dir,
+            timeout_s=config.build.timeout_s,
+            jobs=config.build.jobs,
+            use_pch=config.build.use_pch,
         )
         self.reference_cache = (
-            reference_cache if reference_cache is not None else ReferenceCache(config.reference_cache_mb)
+            reference_cache if reference_cache is not None else ReferenceCache(config.correctness.reference_cache_mb)
         )
-        self.captures = CaptureCache(config.cache_dir.parent / "captures")  # beside the build cache, as baselines
+        self.captures = CaptureCache(config.build.cache_dir.parent / "captures")  # beside the build cache, as baselines
 
     def evaluate(
         self, reference: str, candidate: str, *, task_id: str | None = None, placement: Placement | None = None
@@ -91,7 +94,7 @@ class Evaluator:
             run.findings.extend(check_program(candidate, self.config, reference))
         run.durations.static_s = time.monotonic() - t0
         cfg = self.config
-        if cfg.reference_cache_mb > 0:
+        if cfg.correctness.reference_cache_mb > 0:
             import torch
 
             where = f"torch {torch.__version__}, {placement.cuda_visible_devices}"
@@ -118,11 +121,15 @@ class Evaluator:
         """
         cfg = self.config
         setup = Setup(
-            config=cfg, reference="", candidate=candidate, mode="capture", memory_fraction=cfg.gpu_memory_fraction
+            config=cfg,
+            reference="",
+            candidate=candidate,
+            mode="capture",
+            memory_fraction=cfg.limits.gpu_memory_fraction,
         )
         with WorkerProcess(cfg, cuda_visible_devices="") as worker:
             try:
-                last = exchange(worker, setup, cfg.load_timeout_s)[-1]
+                last = exchange(worker, setup, cfg.limits.load_timeout_s)[-1]
             except (Deadline, WorkerGone, ProtocolError, BrokenPipeError) as e:
                 return [], f"capture failed: {type(e).__name__}: {worker.describe_exit()}"
         if not isinstance(last, Captured):
@@ -228,6 +235,7 @@ class Evaluator:
             reference_reused=run.known_reference is not None and bool(run.ref_meta),
             infra_error=run.infra_error,
             durations=run.durations,
+            diagnostics=run.diagnostics,
             environment=Environment(
                 backend=self.config.backend,
                 torch=env.torch if env else "unknown",

@@ -7,14 +7,14 @@ documented field by field here and summarised in the README.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Status = Literal["correct", "incorrect", "compile_error", "runtime_error", "timeout", "hack"]
 FindingSource = Literal["static", "native", "runtime", "protocol", "kernels", "build"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: host probe, timing cores and the worker's own stage clock under `diagnostics`
 
 
 class Finding(BaseModel):
@@ -99,22 +99,6 @@ class Timings(BaseModel):
         "r of every model ran back to back on the same draw (timing.paired_ratio pairs them).",
     )
     l2_flush: bool = False
-    min_timing_s: float = Field(
-        default=0.0, description="Seconds the rounds were to span at least (SandboxConfig.min_timing_s); 0: none."
-    )
-    cpu_cores: list[int] | None = Field(
-        default=None,
-        description="The CPUs the worker could run on while it timed, as it saw them (reserved timing cores "
-        "when the executor reserves them; None: not reported).",
-    )
-    host_launch_us: float | None = Field(
-        default=None,
-        description="Microseconds per tiny op dispatched to the device where the rounds ran, mean of a probe "
-        "before and after them (timing.host_probe): a launch-bound program's times follow it.",
-    )
-    host_python_us: float | None = Field(
-        default=None, description="Microseconds per step of a fixed pure-Python loop there, the same way."
-    )
 
 
 class KernelLaunch(BaseModel):
@@ -160,12 +144,53 @@ class StageDurations(BaseModel):
         default=0.0, description="Time waiting for the shared device or for the task's baseline (executors)."
     )
     total_s: float = 0.0
-    worker: dict[str, float] = Field(
-        default_factory=dict,
-        description="Seconds the worker measured inside its stages, its waits for the evaluator apart (diagnostic): "
-        "setup_s (device init), reference_model_s, reference_trials_s, load_preamble_s, candidate_import_s, "
-        "model_init_s, correctness_trials_s, timing_rounds_s, timing_ship_s, profile_s, evaluator_wait_s.",
+
+
+class Diagnostics(BaseModel):
+    """How the evaluation went on this host: for a person reading a surprising number, never for rewards."""
+
+    timing_cores: list[int] | None = Field(
+        default=None,
+        description="The CPUs the worker could run on while it timed, as it saw them (reserved timing cores when the "
+        "executor reserves them; None: not reported).",
     )
+    host_launch_us: float | None = Field(
+        default=None,
+        description="Microseconds per tiny op dispatched to the device where the rounds ran, mean of a probe before "
+        "and after them (measure.timing.host_probe): a launch-bound program's times follow it.",
+    )
+    host_python_us: float | None = Field(
+        default=None, description="Microseconds per step of a fixed pure-Python loop there, the same way."
+    )
+    worker_stages: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds the worker measured inside its stages, its waits for the evaluator apart: setup_s "
+        "(device init), reference_model_s, reference_trials_s, load_preamble_s, candidate_import_s, model_init_s, "
+        "correctness_trials_s, timing_rounds_s, timing_ship_s, profile_s, evaluator_wait_s, start_wait_s.",
+    )
+
+
+def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 record in schema 2's layout: its host probe, timing cores and worker clock moved under
+    ``diagnostics`` (every other field is where it was; a retired one, such as ``timings.min_timing_s``, is
+    dropped)."""
+    data = dict(data)
+    timings = dict(data.get("timings") or {})
+    durations = dict(data.get("durations") or {})
+    diagnostics = {
+        "timing_cores": timings.pop("cpu_cores", None),
+        "host_launch_us": timings.pop("host_launch_us", None),
+        "host_python_us": timings.pop("host_python_us", None),
+        "worker_stages": durations.pop("worker", None) or {},
+    }
+    timings.pop("min_timing_s", None)
+    if data.get("timings") is not None:
+        data["timings"] = timings
+    if data.get("durations") is not None:
+        data["durations"] = durations
+    data["diagnostics"] = diagnostics
+    data["schema_version"] = SCHEMA_VERSION
+    return data
 
 
 class Environment(BaseModel):
@@ -218,6 +243,14 @@ class Verdict(BaseModel):
     )
     durations: StageDurations = Field(default_factory=StageDurations)
     environment: Environment | None = None
+    diagnostics: Diagnostics = Field(default_factory=Diagnostics)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older_schemas(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) < 2:  # records always carry it
+            return _from_schema_1(data)
+        return data
 
     @property
     def hack_rules(self) -> list[str]:

@@ -73,7 +73,10 @@ HONEST = [
 @pytest.fixture(scope="module")
 def config(build_cache: Path) -> SandboxConfig:
     return SandboxConfig(
-        backend="cpu", cache_dir=build_cache, perf_trials=12, warmup_trials=1, compile_baseline=False, run_timeout_s=120
+        backend="cpu",
+        build={"cache_dir": build_cache},
+        timing={"trials": 12, "warmup_trials": 1, "compile_baseline": False},
+        limits={"run_timeout_s": 120},
     )
 
 

@@ -30,7 +30,12 @@ def get_init_inputs():
 
 @pytest.mark.slow
 def test_a_hung_baselines_error_says_where_the_worker_was(tmp_path: Path):
-    cfg = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", compile_baseline=False, run_timeout_s=8)
+    cfg = SandboxConfig(
+        backend="cpu",
+        build={"cache_dir": tmp_path / "build"},
+        timing={"compile_baseline": False},
+        limits={"run_timeout_s": 8},
+    )
     with pytest.raises(BaselineError) as caught:
         measure_baseline(REFERENCE, cfg)
     message = str(caught.value)

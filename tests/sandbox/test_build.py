@@ -37,7 +37,7 @@ def fresh_build(cache: Path):
     alone takes longer than that."""
     source = f"// {uuid.uuid4()}\n#include <torch/extension.h>\ntorch::Tensor same(torch::Tensor x) {{ return x; }}\n"
     spec = ExtensionSpec(name="slow_enough", cpp_sources=[source], functions=["same"])
-    return prepare_build(spec, SandboxConfig(backend="cpu", cache_dir=cache), None)
+    return prepare_build(spec, SandboxConfig(backend="cpu", build={"cache_dir": cache}), None)
 
 
 def assert_no_build_jobs(cache: Path) -> None:

@@ -41,7 +41,7 @@ def test_an_unreadable_record_is_captured_again(tmp_path, caplog):
 @pytest.mark.slow
 def test_a_warm_prebuild_does_not_capture_again(build_cache: Path, tmp_path, examples_dir, monkeypatch):
     candidate = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
-    config = SandboxConfig(backend="cpu", cache_dir=build_cache)
+    config = SandboxConfig(backend="cpu", build={"cache_dir": build_cache})
     first = Evaluator(config)
     first.captures = CaptureCache(tmp_path / "captures")
     (built,) = first.prebuild(candidate, None)
@@ -60,7 +60,7 @@ def test_a_warm_prebuild_does_not_capture_again(build_cache: Path, tmp_path, exa
 
 @pytest.mark.slow
 def test_a_failed_capture_is_not_kept(build_cache: Path, tmp_path):
-    ev = Evaluator(SandboxConfig(backend="cpu", cache_dir=build_cache))
+    ev = Evaluator(SandboxConfig(backend="cpu", build={"cache_dir": build_cache}))
     ev.captures = CaptureCache(tmp_path / "captures")
     candidate = "raise RuntimeError('not today')\n"
     assert ev.prebuild(candidate, None) == []

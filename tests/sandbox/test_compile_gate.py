@@ -158,7 +158,10 @@ def _reference_that_benchmarks(examples_dir: Path) -> str:
 @pytest.fixture(scope="module")
 def compiling(build_cache: Path) -> SandboxConfig:
     return SandboxConfig(
-        backend="cpu", cache_dir=build_cache, perf_trials=5, warmup_trials=1, compile_baseline=True, run_timeout_s=240
+        backend="cpu",
+        build={"cache_dir": build_cache},
+        timing={"trials": 5, "warmup_trials": 1, "compile_baseline": True},
+        limits={"run_timeout_s": 240},
     )
 
 

@@ -53,7 +53,9 @@ def candidate(name: str, kernel: str = KERNEL) -> str:
 
 
 def test_a_cuda_candidate_that_compiles_passes_without_a_gpu(build_cache: Path):
-    report = Evaluator(SandboxConfig(backend="cuda", cache_dir=build_cache)).check_compiles(candidate("scale_ok"))
+    report = Evaluator(SandboxConfig(backend="cuda", build={"cache_dir": build_cache})).check_compiles(
+        candidate("scale_ok")
+    )
     assert report.ok, report.errors
     assert not report.hack and report.errors == []
     (build,) = report.builds
@@ -63,7 +65,7 @@ def test_a_cuda_candidate_that_compiles_passes_without_a_gpu(build_cache: Path):
 def test_a_kernel_that_does_not_compile_fails_at_its_line_in_the_candidate(build_cache: Path):
     broken = KERNEL.replace("y[i] = x[i] * s;", "y[i] = x[i] * t;")
     program = candidate("scale_broken", broken)
-    report = Evaluator(SandboxConfig(backend="cuda", cache_dir=build_cache)).check_compiles(program)
+    report = Evaluator(SandboxConfig(backend="cuda", build={"cache_dir": build_cache})).check_compiles(program)
     assert not report.ok and not report.hack
     line = next(i for i, text in enumerate(program.splitlines(), 1) if "x[i] * t" in text)
     assert any(f"candidate line {line}" in e and '"t"' in e for e in report.errors), report.errors
@@ -76,7 +78,7 @@ def _scale_build(name: str, cache: Path):
         cuda_sources=[KERNEL],
         functions=["scale_cuda"],
     )
-    prepared = prepare_build(spec, SandboxConfig(backend="cuda", cache_dir=cache), "9.0")
+    prepared = prepare_build(spec, SandboxConfig(backend="cuda", build={"cache_dir": cache}), "9.0")
     assert prepared.split_sources
     return prepared
 

@@ -61,16 +61,16 @@ def test_compare_outputs_messages():
 
 
 def test_per_dtype_tolerance_is_configurable():
-    cfg = SandboxConfig(tolerances={"float32": {"atol": 0.5, "rtol": 0.0}})
+    cfg = SandboxConfig(correctness={"tolerances": {"float32": {"atol": 0.5, "rtol": 0.0}}})
     r = torch.zeros(4)
     res = compare_outputs([meta(r)], [r + 0.4], [meta(r)], [r], cfg, index=0, distribution="task", seed=0)
     assert res.passed
-    assert cfg.tolerances["float16"].atol == 1e-2  # the other defaults stay
+    assert cfg.correctness.tolerances["float16"].atol == 1e-2  # the other defaults stay
 
 
 def test_unknown_tolerance_dtype_is_rejected():
     with pytest.raises(ValueError, match="unknown dtype"):
-        SandboxConfig(tolerances={"float31": {"atol": 1, "rtol": 1}})
+        SandboxConfig(correctness={"tolerances": {"float31": {"atol": 1, "rtol": 1}}})
 
 
 def test_degenerate_flags():

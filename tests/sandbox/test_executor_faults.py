@@ -30,7 +30,7 @@ def test_many_slots_parsing_at_once(attempt, task, tmp_path):
     programs = [program + "\n" + "\n".join(f"def _pad{i}_{k}(): return {k}" for k in range(400)) for i in range(32)]
 
     async def main():
-        async with make_executor(SandboxConfig(backend="cpu", cache_dir=tmp_path), QUIET) as ex:
+        async with make_executor(SandboxConfig(backend="cpu", build={"cache_dir": tmp_path}), QUIET) as ex:
             return await asyncio.gather(*(ex.evaluate(task, p) for p in programs))
 
     verdicts = asyncio.run(main())
@@ -45,7 +45,7 @@ def test_an_exception_inside_an_evaluation_is_an_infra_error_verdict(task, tmp_p
     monkeypatch.setattr(Evaluator, "evaluate", broken)
 
     async def main():
-        async with make_executor(SandboxConfig(backend="cpu", cache_dir=tmp_path), QUIET) as ex:
+        async with make_executor(SandboxConfig(backend="cpu", build={"cache_dir": tmp_path}), QUIET) as ex:
             return await ex.evaluate(task, TORCH_IN_PYTHON.read_text())
 
     verdict = asyncio.run(main())

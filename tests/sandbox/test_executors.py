@@ -21,7 +21,10 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def sandbox(build_cache: Path) -> SandboxConfig:
     return SandboxConfig(
-        backend="cpu", cache_dir=build_cache, perf_trials=10, warmup_trials=1, compile_baseline=False, run_timeout_s=120
+        backend="cpu",
+        build={"cache_dir": build_cache},
+        timing={"trials": 10, "warmup_trials": 1, "compile_baseline": False},
+        limits={"run_timeout_s": 120},
     )
 
 
@@ -190,7 +193,9 @@ def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_
     try:
 
         async def main():
-            cfg = ExecutorConfig(kind="ray", ray_build_actors=1, ray_execution_actors=1, ray_namespace="rubric_rl_test")
+            cfg = ExecutorConfig(
+                kind="ray", ray={"build_actors": 1, "execution_actors": 1, "namespace": "rubric_rl_test"}
+            )
             ex = make_executor(sandbox, cfg)
             try:
                 task = example_tasks["T-1"]
@@ -222,7 +227,7 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     from rubric_rl.sandbox import Evaluator, Placement, TaskBaseline
     from rubric_rl.sandbox.measure.timing import summarize
 
-    cfg = sandbox.model_copy(update={"compile_baseline": True})
+    cfg = sandbox.updated(timing={"compile_baseline": True})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     program = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     baseline = TaskBaseline.from_rounds({"eager": [2.0, 2.0], "compile": [1.0, 1.0]}, "default")
@@ -242,7 +247,7 @@ def test_a_baseline_still_being_measured_is_awaited_only_before_timing(sandbox, 
     t = v.timings
     assert v.speedup_compile == pytest.approx(1.0 / 2.0 * t.eager.median_ms / t.candidate.median_ms)
     # Every timed round is kept, the models' times side by side (the reused compile was not timed here).
-    assert set(t.rounds_ms) == {"candidate", "eager"} and len(t.rounds_ms["eager"]) == cfg.perf_trials
+    assert set(t.rounds_ms) == {"candidate", "eager"} and len(t.rounds_ms["eager"]) == cfg.timing.trials
     assert t.eager == summarize(t.rounds_ms["eager"]) and t.candidate == summarize(t.rounds_ms["candidate"])
 
     # A baseline that does not come (it failed, or was left to the task's candidates because it would not fit
@@ -346,7 +351,7 @@ def test_stage_durations_add_up_to_the_total(sandbox, examples_dir):
     v = _correct_example_behind_a_timing(sandbox, examples_dir, 1.0)
     d = v.durations.model_dump()
     parts = {k: x for k, x in d.items() if k not in ("total_s", "timing_s", "worker")}  # timing_s: within timing_wall_s
-    inside = v.durations.worker  # the worker's own clock: its phases fit within the stages
+    inside = v.diagnostics.worker_stages  # the worker's own clock: its phases fit within the stages
     assert inside["reference_trials_s"] > 0 and inside["correctness_trials_s"] > 0 and inside["timing_rounds_s"] > 0
     assert sum(x for k, x in inside.items() if k != "evaluator_wait_s") <= d["total_s"], inside
     assert all(x >= 0 for x in parts.values()), parts
@@ -368,10 +373,12 @@ def test_a_spare_worker_imports_what_the_load_stage_needs_before_its_setup(sandb
     spare.start()
     warm = ev.evaluate(reference, program, placement=Placement(worker=spare))
     assert cold.status == warm.status == "correct", (cold.errors, warm.errors)
-    before, after = cold.durations.worker["load_preamble_s"], warm.durations.worker["load_preamble_s"]
+    before, after = cold.diagnostics.worker_stages["load_preamble_s"], warm.diagnostics.worker_stages["load_preamble_s"]
     assert after < 0.5 * before, (before, after)
     # A worker started for the evaluation imports torch after its setup was sent: the verdict says how long.
-    assert cold.durations.worker["start_wait_s"] > 0.2 and warm.durations.worker["start_wait_s"] >= 0.0
+    assert (
+        cold.diagnostics.worker_stages["start_wait_s"] > 0.2 and warm.diagnostics.worker_stages["start_wait_s"] >= 0.0
+    )
 
 
 def wait_until_idle(pid: int, timeout_s: float = 60.0) -> None:
@@ -418,7 +425,7 @@ def test_a_spare_imports_torch_compile_before_its_setup(sandbox, examples_dir):
     from rubric_rl.sandbox import Placement, measure_baseline
     from rubric_rl.sandbox.run.process import WorkerProcess
 
-    compiling = sandbox.model_copy(update={"compile_baseline": True})
+    compiling = sandbox.updated(timing={"compile_baseline": True})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     spare = WorkerProcess(compiling, ahead=True, compiles=True)
     spare.start()
@@ -494,7 +501,7 @@ def test_timings_run_on_the_reserved_cores_and_everything_else_off_them(sandbox,
 
     verdict = asyncio.run(batch())
     assert verdict.status == "correct", verdict.errors
-    assert verdict.timings.cpu_cores == sorted(reserved)  # what the worker saw while it timed
+    assert verdict.diagnostics.timing_cores == sorted(reserved)  # what the worker saw while it timed
     assert seen and all(mask == plan.general for mask in seen)
     assert not plan.general & reserved
     assert frozenset(os.sched_getaffinity(0)) == mine  # the process has its cores back once the executor closes

@@ -31,7 +31,7 @@ def test_bad_calls(kwargs, message):
 
 
 def test_evaluator_owns_flags():
-    cfg = SandboxConfig(backend="cuda", split_sources=False)
+    cfg = SandboxConfig(backend="cuda", build={"split_sources": False})
     s = spec(
         cuda_sources="__global__ void k(){}",
         extra_cuda_cflags=["-O0", "-arch=sm_80", "--use_fast_math", "-Xptxas", "-v", "-I/etc"],
@@ -81,10 +81,7 @@ def test_split_glue_is_built_at_its_own_level_and_the_kernels_at_o3():
     s = spec(cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);", cuda_sources=SPLITTABLE, functions=["relu_cuda"])
     split = prepare_build(s, SandboxConfig(backend="cuda"), "9.0")
     assert split.split_sources and split.cflags == ["-O1"] and split.cuda_cflags == ["-O3"]
-    kept = prepare_build(s, SandboxConfig(backend="cuda", split_glue_opt_level="-O3"), "9.0")
-    assert kept.split_sources and kept.cflags == ["-O3"]
     # Unsplit, the .cpp may hold whatever the candidate wrote: the evaluator's -O3.
     whole = prepare_build(s, SandboxConfig(backend="cuda"), "9.0", split_sources=False)
     assert not whole.split_sources and whole.cflags == ["-O3"]
-    assert SandboxConfig(backend="cpu").split_glue_opt_level == "-O1"  # cpu builds never split: -O3 kept
     assert prepare_build(spec(), SandboxConfig(backend="cpu"), None).cflags == ["-O3", "-fopenmp"]

@@ -20,12 +20,9 @@ def evaluator(build_cache: Path) -> Evaluator:
     ev = Evaluator(
         SandboxConfig(
             backend="cuda",
-            cache_dir=build_cache,
-            perf_trials=30,
-            warmup_trials=3,
-            compile_baseline=False,
-            run_timeout_s=180,
-            build_timeout_s=240,
+            build={"cache_dir": build_cache, "timeout_s": 240},
+            timing={"trials": 30, "warmup_trials": 3, "compile_baseline": False},
+            limits={"run_timeout_s": 180},
         )
     )
     # Build every program's extensions at once on the host's cores, as the executor's build workers do, so
@@ -61,7 +58,7 @@ def reference() -> str:
 
 def run(evaluator, reference, path: Path, **overrides):
     if overrides:
-        cfg = SandboxConfig.model_validate({**evaluator.config.model_dump(), **overrides})
+        cfg = evaluator.config.updated(**overrides)
         # The executor's way: one build cache and one reference cache for every evaluation of a task.
         evaluator = Evaluator(cfg, builder=evaluator.builder, reference_cache=evaluator.reference_cache)
     v = evaluator.evaluate(reference, path.read_text(), task_id=path.stem)
@@ -71,7 +68,7 @@ def run(evaluator, reference, path: Path, **overrides):
 
 @pytest.mark.alone_on_gpu
 def test_correct_candidate_on_the_gpu(evaluator, reference):
-    v = run(evaluator, reference, GPU_PROGRAMS / "honest.py", compile_baseline=True)
+    v = run(evaluator, reference, GPU_PROGRAMS / "honest.py", timing={"compile_baseline": True})
     assert v.status == "correct", v.errors
     assert v.environment.arch == "9.0" and v.timings.timer == "host_sync" and v.timings.l2_flush
     assert v.speedup_eager > 1.0 and v.speedup_compile is not None
@@ -79,7 +76,8 @@ def test_correct_candidate_on_the_gpu(evaluator, reference):
     assert v.own_kernel_time_share is not None and v.own_kernel_time_share > 0.9, v.kernels
     assert any(k.owner == "candidate" and "add_relu_scale_kernel" in k.name for k in v.kernels)
     assert not [f for f in v.findings if f.severity == "error"]
-    # Two 256 MB outputs per checked round are over ship_timed_outputs_max_mb: compared on the device, spot-checked.
+    # Two 256 MB outputs per checked round are over the timed rounds' shipping limit (TIMED_OUTPUTS_SHIP_BYTES):
+    # compared on the device, spot-checked.
     timed = [t for t in v.trials if t.distribution == "timed"]
     assert timed and all(t.compared_in == "worker" and t.passed for t in timed), timed
 
@@ -102,18 +100,18 @@ def test_gpu_failures_become_verdicts_and_the_next_evaluation_works(evaluator, r
     v = run(evaluator, reference, GPU_PROGRAMS / program)
     assert v.status == status, v.errors
     assert any(words in e.lower() for e in v.errors), v.errors
-    assert run(evaluator, reference, GPU_PROGRAMS / "honest.py", measure_performance=False).status == "correct"
+    assert run(evaluator, reference, GPU_PROGRAMS / "honest.py", timing={"enabled": False}).status == "correct"
 
 
 def test_hanging_kernel_is_a_timeout(evaluator, reference):
-    v = run(evaluator, reference, GPU_PROGRAMS / "hang.py", run_timeout_s=30)
+    v = run(evaluator, reference, GPU_PROGRAMS / "hang.py", limits={"run_timeout_s": 30})
     assert v.status == "timeout", v.errors
 
 
 @pytest.mark.alone_on_gpu
 def test_twice_the_work_measures_about_twice_as_long(evaluator, reference):
-    once = run(evaluator, reference, GPU_PROGRAMS / "honest.py", perf_trials=50)
-    twice = run(evaluator, reference, GPU_PROGRAMS / "double_work.py", perf_trials=50)
+    once = run(evaluator, reference, GPU_PROGRAMS / "honest.py", timing={"trials": 50})
+    twice = run(evaluator, reference, GPU_PROGRAMS / "double_work.py", timing={"trials": 50})
     assert once.status == twice.status == "correct"
     ratio = twice.timings.candidate.median_ms / once.timings.candidate.median_ms
     assert 1.6 < ratio < 2.4, ratio
@@ -158,7 +156,7 @@ def test_outputs_kept_on_the_gpu_or_shipped(evaluator, reference, program, statu
     # The 256 MB outputs of reference_large, kept on the device as KernelBench's 6 GB ones are (and as the cuda
     # default keeps those above 32 MB): the worker compares, the evaluator spot-checks, and the memory tricks
     # still fail. Shipped to the evaluator, they meet the same verdicts.
-    v = run(evaluator, reference, program, ship_outputs_max_mb=ship_mb)
+    v = run(evaluator, reference, program, correctness={"ship_outputs_max_mb": ship_mb})
     assert v.status == status, (v.status, v.errors, [(f.rule, f.severity) for f in v.findings])
     task_trials = [t for t in v.trials if t.distribution != "timed"]
     assert task_trials and all(t.compared_in == compared_in for t in task_trials)
@@ -214,7 +212,7 @@ def test_torch_compiles_benchmarks_on_the_gpu_are_admitted_by_the_gate(evaluator
     from rubric_rl.sandbox import Placement, measure_baseline
     from rubric_rl.sandbox.run.device_gate import DeviceGate
 
-    cfg = evaluator.config.model_copy(update={"compile_baseline": True})
+    cfg = evaluator.config.updated(timing={"compile_baseline": True})
     reference = (
         (GPU_PROGRAMS / "reference_large.py")
         .read_text()

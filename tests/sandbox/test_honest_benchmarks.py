@@ -31,7 +31,7 @@ def _references() -> dict[str, str]:
 
 def test_no_honest_benchmark_candidate_trips_a_source_rule(tmp_path):
     assert len(CANDIDATES) >= 40
-    config = SandboxConfig(backend="cuda", cache_dir=tmp_path / "build")
+    config = SandboxConfig(backend="cuda", build={"cache_dir": tmp_path / "build"})
     evaluator = Evaluator(config)
     references = _references()
 

@@ -29,9 +29,11 @@ def test_outputs_are_compared_in_the_worker_above_32_mb_on_cuda_and_256_mb_on_cp
     # the worker's comparison of 64 MB outputs was the slower one (11 s against 2-3 s shipped).
     assert SandboxConfig(backend="cuda").ship_outputs_limit_bytes() == 32 * 2**20
     assert SandboxConfig(backend="cpu").ship_outputs_limit_bytes() == 256 * 2**20
-    assert SandboxConfig(backend="cuda", ship_outputs_max_mb=64).ship_outputs_limit_bytes() == 64 * 2**20
+    assert (
+        SandboxConfig(backend="cuda", correctness={"ship_outputs_max_mb": 64}).ship_outputs_limit_bytes() == 64 * 2**20
+    )
     with pytest.raises(ValueError):
-        SandboxConfig(ship_outputs_max_mb=0)
+        SandboxConfig(correctness={"ship_outputs_max_mb": 0})
 
 
 def test_fingerprint_sees_a_changed_and_a_moved_word():
@@ -98,13 +100,9 @@ def kept(build_cache: Path) -> Evaluator:
     return Evaluator(
         SandboxConfig(
             backend="cpu",
-            cache_dir=build_cache,
-            perf_trials=10,
-            warmup_trials=1,
-            compile_baseline=False,
-            checked_timed_outputs=2,
-            ship_outputs_max_mb=TINY_MB,
-            ship_timed_outputs_max_mb=TINY_MB,
+            build={"cache_dir": build_cache},
+            timing={"trials": 10, "warmup_trials": 1, "compile_baseline": False, "checked_outputs": 2},
+            correctness={"ship_outputs_max_mb": TINY_MB},
         )
     )
 
@@ -221,7 +219,7 @@ def test_a_worker_result_contradicted_by_the_spot_check_fails():
 
 
 def _timed_round(meta: dict, eager: list, cand: list):
-    cfg = SandboxConfig(backend="cpu", compile_baseline=False)
+    cfg = SandboxConfig(backend="cpu", timing={"compile_baseline": False})
     run = RunState(config=cfg, candidate="")
     check_timed_rounds(run, [CheckedRound.model_validate(meta)], [[eager, cand]])
     return run.trials[-1], [f.rule for f in run.findings]

@@ -272,7 +272,7 @@ def _sharing_executor(
     running a fake evaluation that runs out of memory (``error``) unless it has the shares its task ``needs``,
     and then has its task's ``status`` (default correct). Returns the executor and the calls: (program, shares
     held, alone, shares held by everything beside it)."""
-    sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", measure_performance=False)
+    sandbox = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"}, timing={"enabled": False})
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, reuse_baselines=False, prebuild=False))
     ex._divided = True  # as a cuda executor divides the config's 0.9 of the device
     assert ex._shares == 4
@@ -407,7 +407,7 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
     now time eager and compile beside them, and the first such run gives the task its baseline."""
     from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline
 
-    sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
+    sandbox = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"})
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=2, spare_workers=0, prebuild=False))
     ex._divided = True
     measured: list[tuple[str, bool]] = []
@@ -465,7 +465,7 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_asked_at_once_by_t
     first: they ran out of it too, and each paid a failed run before it got all of it."""
     from rubric_rl.sandbox.measure.baseline import BaselineError
 
-    sandbox = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
+    sandbox = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"})
     ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
     ex._divided = True
     assert ex._shares == 4
@@ -501,11 +501,13 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_asked_at_once_by_t
 def test_a_cuda_executor_gives_each_worker_its_share_and_leaves_the_config_as_given(tmp_path):
     # The executor used to copy the user's config with gpu_memory_fraction divided by the shares; each evaluation
     # is now told its share by its Placement.
-    sandbox = SandboxConfig(backend="cuda", cache_dir=tmp_path / "build", gpu_memory_fraction=0.8)
+    sandbox = SandboxConfig(
+        backend="cuda", build={"cache_dir": tmp_path / "build"}, limits={"gpu_memory_fraction": 0.8}
+    )
     config = ExecutorConfig(slots_per_gpu=3, baseline_workers_per_gpu=1, timing_cores_per_device=0, spare_workers=0)
     ex = LocalExecutor(sandbox, config)
     try:
-        assert ex.sandbox is sandbox and ex.evaluator.config is sandbox and sandbox.gpu_memory_fraction == 0.8
+        assert ex.sandbox is sandbox and ex.evaluator.config is sandbox and sandbox.limits.gpu_memory_fraction == 0.8
         assert ex._shares == 4 and ex._divided
         assert ex._memory_fraction(1) == pytest.approx(0.2) and ex._memory_fraction(4) == pytest.approx(0.8)
     finally:

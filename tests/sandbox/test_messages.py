@@ -109,7 +109,7 @@ class ScriptedWorker:
 
 def _evaluate(tmp_path: Path, examples_dir: Path, script: list[tuple], **placement):
     worker = ScriptedWorker(script)
-    config = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", run_timeout_s=10)
+    config = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"}, limits={"run_timeout_s": 10})
     reference = (examples_dir / "fused_add_relu" / "reference.py").read_text()
     candidate = (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
     verdict = Evaluator(config).evaluate(reference, candidate, placement=Placement(worker=worker, **placement))  # type: ignore[arg-type]
@@ -154,9 +154,11 @@ def test_the_worker_gets_its_memory_share_from_the_placement_and_the_config_as_g
     assert worker.setup is not None
     setup = parse_body(worker.setup, TO_WORKER)
     assert isinstance(setup, Setup) and setup.memory_fraction == 0.3
-    assert setup.config.gpu_memory_fraction == SandboxConfig().gpu_memory_fraction  # the user's, not rewritten
+    assert (
+        setup.config.limits.gpu_memory_fraction == SandboxConfig().limits.gpu_memory_fraction
+    )  # the user's, not rewritten
     unplaced, worker = _evaluate(tmp_path, examples_dir, [READY, ("error", {"stage": "x", "message": "stop"})])
-    assert parse_body(worker.setup, TO_WORKER).memory_fraction == SandboxConfig().gpu_memory_fraction  # type: ignore[arg-type, attr-defined]
+    assert parse_body(worker.setup, TO_WORKER).memory_fraction == SandboxConfig().limits.gpu_memory_fraction  # type: ignore[arg-type, attr-defined]
 
 
 def test_a_placement_refuses_a_memory_share_outside_the_device():

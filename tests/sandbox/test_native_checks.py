@@ -19,7 +19,7 @@ torch::Tensor scale(torch::Tensor x) {
 
 
 def findings(cuda: str, cpp: str = "torch::Tensor scale(torch::Tensor x);", **policy):
-    cfg = SandboxConfig(backend="cuda", split_sources=False, policy=policy)
+    cfg = SandboxConfig(backend="cuda", policy=policy, build={"split_sources": False})
     build = prepare_build(
         spec_from_call((), {"name": "e", "cpp_sources": cpp, "cuda_sources": cuda, "functions": ["scale"]}), cfg, "9.0"
     )

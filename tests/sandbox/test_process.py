@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from rubric_rl.sandbox import SandboxConfig
-from rubric_rl.sandbox.run.process import WorkerProcess
+from rubric_rl.sandbox.run.process import CPU_MALLOC_TUNABLES, WorkerProcess
 
 # Allocates 20 MB, notes the program break, frees it: does the buffer come from the heap, and does the heap keep it?
 _HEAP_PROBE = """
@@ -39,48 +39,19 @@ def test_a_cpu_worker_keeps_multi_mb_buffers_in_its_heap(tmp_path):
     # By glibc's adaptive defaults the 20 MB buffer is mapped afresh and unmapped on free, so each timed call's
     # temporaries page-faulted anew in some workers and not in others (eager's median on the bundled example: 0.6
     # or 2.4 ms from one evaluation to the next).
-    config = SandboxConfig(backend="cpu", cache_dir=tmp_path / "build")
+    config = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"})
     assert _probe(config) == "True True"
-    assert _probe(config.model_copy(update={"cpu_malloc_tunables": ""})) == "False True"
 
 
 def test_only_cpu_workers_get_the_allocator_settings(tmp_path):
-    cpu = WorkerProcess(SandboxConfig(backend="cpu", cache_dir=tmp_path / "build"))
-    cuda = WorkerProcess(SandboxConfig(backend="cuda", cache_dir=tmp_path / "build"))
+    cpu = WorkerProcess(SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"}))
+    cuda = WorkerProcess(SandboxConfig(backend="cuda", build={"cache_dir": tmp_path / "build"}))
     try:
-        assert cpu._env()["GLIBC_TUNABLES"] == SandboxConfig().cpu_malloc_tunables
+        assert cpu._env()["GLIBC_TUNABLES"] == CPU_MALLOC_TUNABLES
         assert "GLIBC_TUNABLES" not in cuda._env()
     finally:
         cpu.close()
         cuda.close()
-
-
-def _persona(pid: int) -> int:
-    with open(f"/proc/{pid}/personality") as f:
-        return int(f.read(), 16)
-
-
-@pytest.mark.skipif(platform.system() != "Linux", reason="personality(2) is Linux's")
-def test_workers_can_start_with_one_address_layout(tmp_path):
-    from rubric_rl.sandbox.run.process import _ADDR_NO_RANDOMIZE, fixed_address_layout
-
-    probe = subprocess.run(
-        [sys.executable, "-c", "print(open('/proc/self/personality').read())"],
-        preexec_fn=fixed_address_layout,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    if not int(probe.stdout, 16) & _ADDR_NO_RANDOMIZE:
-        pytest.skip("this kernel (or its seccomp filter) refuses ADDR_NO_RANDOMIZE")
-    for aslr in (False, True):
-        worker = WorkerProcess(SandboxConfig(backend="cpu", cache_dir=tmp_path / "build", worker_aslr=aslr))
-        try:
-            worker.start()
-            assert worker.proc is not None
-            assert bool(_persona(worker.proc.pid) & _ADDR_NO_RANDOMIZE) is not aslr
-        finally:
-            worker.close()
 
 
 # Starts torch.compile's worker pool, gets one result back, and lists the threads that are then running.
@@ -100,7 +71,7 @@ def test_torch_compiles_pool_starts_no_thread_of_its_own_in_a_worker(tmp_path):
     # On an H100 a compile result arrived during the timing rounds of an honest candidate whose worker had
     # compiled its baseline; the pool's idle timer started then, and the integrity check reported a thread left
     # running (status hack).
-    worker = WorkerProcess(SandboxConfig(backend="cpu", cache_dir=tmp_path / "build"))
+    worker = WorkerProcess(SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"}))
     try:
         env = worker._env()
     finally:

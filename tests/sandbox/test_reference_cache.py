@@ -37,30 +37,35 @@ def test_the_default_budget_holds_a_batch_of_large_tasks():
     import os
 
     host_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**20
-    assert SandboxConfig().reference_cache_mb == pytest.approx(host_mb / 8)
-    assert SandboxConfig(reference_cache_mb=0).reference_cache_mb == 0
+    assert SandboxConfig().correctness.reference_cache_mb == pytest.approx(host_mb / 8)
+    assert SandboxConfig(correctness={"reference_cache_mb": 0}).reference_cache_mb == 0
 
 
 def test_the_key_follows_what_the_reference_outputs_depend_on():
     cfg = SandboxConfig()
     key = reference_key("ref", cfg, "gpu 0")
-    assert key == reference_key("ref", cfg.model_copy(update={"perf_trials": 7, "run_timeout_s": 9}), "gpu 0")
+    assert key == reference_key("ref", cfg.updated(timing={"trials": 7}, limits={"run_timeout_s": 9}), "gpu 0")
     for changed in (
         reference_key("ref2", cfg, "gpu 0"),
         reference_key("ref", cfg, "gpu 1"),
         reference_key("ref", cfg.model_copy(update={"seed": 1}), "gpu 0"),
-        reference_key("ref", cfg.model_copy(update={"correctness_trials": 2}), "gpu 0"),
-        reference_key("ref", cfg.model_copy(update={"extra_distributions": []}), "gpu 0"),
-        reference_key("ref", cfg.model_copy(update={"ship_outputs_max_mb": 32}), "gpu 0"),
+        reference_key("ref", cfg.updated(correctness={"trials": 2}), "gpu 0"),
+        reference_key("ref", cfg.updated(correctness={"extra_distributions": []}), "gpu 0"),
+        reference_key("ref", cfg.updated(correctness={"ship_outputs_max_mb": 32}), "gpu 0"),
     ):
         assert changed != key
     # What decides which outputs are kept is the limit in effect, however it was given.
-    assert key == reference_key("ref", cfg.model_copy(update={"ship_outputs_max_mb": 256}), "gpu 0")
+    assert key == reference_key("ref", cfg.updated(correctness={"ship_outputs_max_mb": 256}), "gpu 0")
 
 
 @pytest.fixture(scope="module")
 def sandbox(build_cache: Path) -> SandboxConfig:
-    return SandboxConfig(backend="cpu", cache_dir=build_cache, perf_trials=5, warmup_trials=1, run_timeout_s=120)
+    return SandboxConfig(
+        backend="cpu",
+        build={"cache_dir": build_cache},
+        timing={"trials": 5, "warmup_trials": 1},
+        limits={"run_timeout_s": 120},
+    )
 
 
 def test_later_candidates_of_a_task_reuse_its_reference_outputs(sandbox, examples_dir, monkeypatch):
@@ -90,6 +95,6 @@ def test_later_candidates_of_a_task_reuse_its_reference_outputs(sandbox, example
     assert bad.status == "incorrect" and bad.reference_reused
     assert ev.reference_cache.stats()["hits"] == 2
 
-    off = Evaluator(sandbox.model_copy(update={"reference_cache_mb": 0}))
+    off = Evaluator(sandbox.updated(correctness={"reference_cache_mb": 0}))
     assert not off.evaluate(reference, correct).reference_reused
     assert not off.evaluate(reference, correct).reference_reused

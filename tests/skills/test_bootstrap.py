@@ -15,7 +15,9 @@ pytestmark = pytest.mark.slow
 
 def test_bootstrap_evaluates_the_bundled_candidates_and_resumes(examples_dir, build_cache, tmp_path):
     sandbox = tmp_path / "sandbox.yaml"
-    sandbox.write_text(f"perf_trials: 5\nwarmup_trials: 1\ncompile_baseline: false\ncache_dir: {build_cache}\n")
+    sandbox.write_text(
+        f"timing: {{trials: 5, warmup_trials: 1, compile_baseline: false}}\nbuild: {{cache_dir: {build_cache}}}\n"
+    )
     out = tmp_path / "ds"
     args = ["skills", "build", "--tasks", str(examples_dir / "tasks.jsonl"), "--skill", "refine", "--bootstrap",
             "--backend", "cpu", "--sandbox-config", str(sandbox), "--out", str(out), "--val-fraction", "0",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,12 +37,30 @@ def default_build_workers(backend: str, cores: int | None = None) -> int:
     return max(1, min(cores // per_build, by_memory))
 
 
+class RaySettings(BaseModel):
+    """Where and how the ray executor places its actors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = Field(default=None, description="Ray cluster address; None: connect or start local.")
+    namespace: str = Field(default="rubric_rl", description="Namespace of the named actors.")
+    resource: str = Field(
+        default="rubric_rl_eval",
+        description="Custom resource execution actors require, so they land only on nodes that offer it (never on "
+        "the trainer's GPUs).",
+    )
+    execution_actors: int | None = Field(
+        default=None, ge=1, description="Execution actors; None: one per GPU (cuda) or cpu_slots (cpu)."
+    )
+    build_actors: int | None = Field(default=None, ge=1, description="Build actors; None: build_workers.")
+
+
 class ExecutorConfig(BaseModel):
     """How evaluation work is spread over processes, GPUs and machines."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: str = Field(default="local", description="local | ray.")
+    kind: Literal["local", "ray"] = Field(default="local", description="local: this machine; ray: a Ray cluster.")
     build_workers: int | None = Field(
         default=None,
         ge=1,
@@ -81,17 +99,7 @@ class ExecutorConfig(BaseModel):
         "None: 2 on cuda (a worker starts in 3-11 s on a busy GPU host, longer than many evaluations), 1 on cpu.",
     )
     reuse_baselines: bool = Field(default=True, description="Measure eager/compile once per task and device.")
-    ray_address: str | None = Field(default=None, description="Ray cluster address; None: connect or start local.")
-    ray_namespace: str = Field(default="rubric_rl", description="Namespace of the named actors.")
-    ray_resource: str = Field(
-        default="rubric_rl_eval",
-        description="Custom resource execution actors require, "
-        "so they land only on nodes that offer it (never on the trainer's GPUs).",
-    )
-    ray_execution_actors: int | None = Field(
-        default=None, ge=1, description="Execution actors; None: one per GPU (cuda) or cpu_slots (cpu)."
-    )
-    ray_build_actors: int | None = Field(default=None, ge=1, description="Build actors; None: build_workers.")
+    ray: RaySettings = Field(default_factory=lambda: RaySettings(), description="The ray executor's settings.")
 
 
 def infra_verdict(task: Task, program: str, message: str) -> Verdict:

@@ -25,25 +25,19 @@ class BaselineDeferred(Exception):
     first that does gives the task its baseline (``BaselineStore.put``). Nothing is recorded as failed."""
 
 
-# Part of the key: a baseline kept on disk in another layout (before per-round times, 1) is measured again.
-BASELINE_SCHEMA = 2
+# Part of the key: a baseline kept on disk in another layout (1: before per-round times; 2: flat timing settings)
+# is measured again.
+BASELINE_SCHEMA = 3
 
 
 def baseline_key(reference: str, config: SandboxConfig, device_name: str, torch_version: str) -> str:
     timing = {
-        k: getattr(config, k)
-        for k in (
-            "perf_trials",
-            "warmup_trials",
-            "min_timing_s",
-            "compile_mode",
-            "compile_baseline",
-            "l2_flush",
-            "cpu_threads",
-            "cpu_malloc_tunables",
-            "seed",
-            "backend",
-        )
+        "timing": config.timing.model_dump(
+            mode="json", include={"trials", "warmup_trials", "compile_mode", "compile_baseline", "l2_flush"}
+        ),
+        "cpu_threads": config.cpu_threads,
+        "seed": config.seed,
+        "backend": config.backend,
     }
     blob = json.dumps(
         {

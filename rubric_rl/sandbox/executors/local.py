@@ -147,10 +147,10 @@ class LocalExecutor(Executor):
             self._gpus = [g for g in gpus if wanted is None or int(g["index"]) in wanted]
             if not self._gpus and wanted is None:
                 # No nvidia-smi: trust CUDA_VISIBLE_DEVICES order and let each worker find its device.
-                self._gpus = [{"index": "0", "name": "cuda", "arch": sandbox.arch or ""}]
+                self._gpus = [{"index": "0", "name": "cuda", "arch": sandbox.build.arch or ""}]
             devices = [g["index"] for g in self._gpus]
             per_device = self.config.slots_per_gpu
-            self.arch = sandbox.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
+            self.arch = sandbox.build.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
             self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
             # Workers of one GPU share its memory: a share for each slot's worker and each baseline lane's. One
             # that runs out of it is evaluated again with more shares (see evaluate and memory_shares).
@@ -166,7 +166,10 @@ class LocalExecutor(Executor):
             self.device_name = platform.processor() or platform.machine()
         self.sandbox = sandbox
         self.builder = Builder(
-            sandbox.cache_dir, timeout_s=sandbox.build_timeout_s, jobs=sandbox.build_jobs, use_pch=sandbox.use_pch
+            sandbox.build.cache_dir,
+            timeout_s=sandbox.build.timeout_s,
+            jobs=sandbox.build.jobs,
+            use_pch=sandbox.build.use_pch,
         )
         self.evaluator = Evaluator(sandbox, builder=self.builder)
         self._gates = {d: DeviceGate(f"device {d}") for d in devices}
@@ -201,7 +204,7 @@ class LocalExecutor(Executor):
         self._free: asyncio.Queue[str] | None = None
         self._pending: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
+        self.baselines = BaselineStore(sandbox.build.cache_dir.parent / "baselines")
         self.evaluations = 0
         self.memory_retried: list[str] = []  # each retry with more shares: "candidate TASK: 1 -> 3 shares", ...
         self._task_shares: dict[str, int] = {}  # tasks (by code) whose trials need more than one share: how many
@@ -237,7 +240,7 @@ class LocalExecutor(Executor):
         started = time.monotonic()
         async with pending:
             loop = asyncio.get_running_loop()
-            wants_baseline = self.config.reuse_baselines and self.sandbox.measure_performance
+            wants_baseline = self.config.reuse_baselines and self.sandbox.timing.enabled
             # The baseline needs no build and the correctness trials need no baseline: it is measured while the
             # candidate compiles and is checked, and awaited only before the candidate's timing.
             measuring = asyncio.ensure_future(self._baseline(task)) if wants_baseline else None
@@ -271,7 +274,7 @@ class LocalExecutor(Executor):
                     remaining = deadline_s - (time.monotonic() - started)
                     if remaining <= 0:
                         return infra_verdict(task, program, f"the {deadline_s:.0f} s deadline passed in the queue")
-                    if remaining < self.sandbox.run_timeout_s:
+                    if remaining < self.sandbox.limits.run_timeout_s:
                         run_timeout_s = remaining
                 placement = Placement(baseline=baseline, await_baseline=await_baseline, run_timeout_s=run_timeout_s)
                 verdict = await self._in_shares(task, program, slot, placement, measuring)
@@ -351,7 +354,7 @@ class LocalExecutor(Executor):
         memory is not divided)."""
         if not self._divided:
             return None
-        return self.sandbox.gpu_memory_fraction * shares / self._shares
+        return self.sandbox.limits.gpu_memory_fraction * shares / self._shares
 
     def _baseline_key(self, task: Task) -> str:
         import torch
@@ -370,7 +373,7 @@ class LocalExecutor(Executor):
             gate, env, cores = self._gates[device], self._cuda_env(device), self.cores.timing.get(device)
             placement = Placement(
                 cuda_visible_devices=env,
-                worker=self._warm.take(lane, env, compiles=self.sandbox.compile_baseline),
+                worker=self._warm.take(lane, env, compiles=self.sandbox.timing.compile_baseline),
                 gate=gate,
                 timing_cores=cores,
                 memory_fraction=self._memory_fraction(1),

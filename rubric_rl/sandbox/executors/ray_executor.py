@@ -2,7 +2,7 @@
 
 Build actors (one CPU each) capture and build candidates into the shared build cache; execution actors
 (``num_gpus=1`` on the cuda backend) run them. Execution actors also require a custom resource
-(``ExecutorConfig.ray_resource``) that only evaluation nodes advertise, so they are never placed on the
+(``ExecutorConfig.ray.resource``) that only evaluation nodes advertise, so they are never placed on the
 trainer's GPUs. Actors are named ``rubric_rl.build.<i>`` / ``rubric_rl.exec.<i>`` in the configured
 namespace and detached, so a trainer, a rollout process and a CLI all reach the same ones; the build cache
 directory must be on storage every node sees (and the torch build must match for CPU nodes to build for GPU
@@ -82,19 +82,19 @@ class RayExecutor(Executor):
         self.sandbox = sandbox
         self.config = config or ExecutorConfig(kind="ray")
         if not ray.is_initialized():
-            ray.init(address=self.config.ray_address, namespace=self.config.ray_namespace, log_to_driver=False)
+            ray.init(address=self.config.ray.address, namespace=self.config.ray.namespace, log_to_driver=False)
         cuda = sandbox.backend == "cuda"
-        n_exec = self.config.ray_execution_actors or (
+        n_exec = self.config.ray.execution_actors or (
             max(1, int(ray.cluster_resources().get("GPU", 0))) if cuda else self.config.cpu_slots
         )
-        n_build = self.config.ray_build_actors or self.config.build_workers or default_build_workers(sandbox.backend)
+        n_build = self.config.ray.build_actors or self.config.build_workers or default_build_workers(sandbox.backend)
         payload = sandbox.model_dump(mode="json")
-        exec_opts: dict[str, Any] = {"resources": {self.config.ray_resource: 1}, "num_cpus": 1}
+        exec_opts: dict[str, Any] = {"resources": {self.config.ray.resource: 1}, "num_cpus": 1}
         if cuda:
             exec_opts["num_gpus"] = 1
         build_cls = ray.remote(num_cpus=1)(_BuildWorker)
         exec_cls = ray.remote(**exec_opts)(_ExecutionWorker)
-        common = {"namespace": self.config.ray_namespace, "get_if_exists": True, "lifetime": "detached"}
+        common = {"namespace": self.config.ray.namespace, "get_if_exists": True, "lifetime": "detached"}
         self._builders = [
             build_cls.options(name=f"rubric_rl.build.{i}", **common).remote(payload) for i in range(n_build)
         ]
@@ -102,7 +102,7 @@ class RayExecutor(Executor):
             exec_cls.options(name=f"rubric_rl.exec.{i}", **common).remote(payload) for i in range(n_exec)
         ]
         self.device: dict[str, str] | None = None
-        self.baselines = BaselineStore(sandbox.cache_dir.parent / "baselines")
+        self.baselines = BaselineStore(sandbox.build.cache_dir.parent / "baselines")
         self._free_builders: asyncio.Queue[Any] | None = None
         self._free_executors: asyncio.Queue[Any] | None = None
         self._pending: asyncio.Semaphore | None = None
@@ -133,14 +133,14 @@ class RayExecutor(Executor):
         builders, executors, pending = self._queues()
         async with pending:
             device = await self._device()
-            arch = self.sandbox.arch or device.get("arch") or None
+            arch = self.sandbox.build.arch or device.get("arch") or None
             if self.config.prebuild:
                 builder = await builders.get()
                 try:
                     await builder.prebuild.remote(program, arch if self.sandbox.backend == "cuda" else None)
                 finally:
                     builders.put_nowait(builder)
-            reuse = self.config.reuse_baselines and self.sandbox.measure_performance
+            reuse = self.config.reuse_baselines and self.sandbox.timing.enabled
             baseline = await self._baseline(task, device) if reuse else None
             actor = await executors.get()
             try:

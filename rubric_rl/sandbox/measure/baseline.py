@@ -128,7 +128,7 @@ def measure_baseline(reference: str, config: SandboxConfig, *, placement: Placem
         raise BaselineError(f"baseline measurement failed: {error}")
     return TaskBaseline.from_rounds(
         timing.times_ms.by_model(),
-        config.compile_mode,
+        config.timing.compile_mode,
         compile_warmup_s=timing.compile.warmup_s,
         compile_benchmarks=timing.compile.admitted_benchmarks(),
         measure_s=round(time.monotonic() - started, 3),
@@ -143,24 +143,19 @@ def assemble_timings(config: SandboxConfig, body: Timing, baseline: TaskBaseline
     times = body.times_ms
     if times.candidate is None:
         raise ProtocolError("message 'timing': field 'times_ms.candidate' is missing")
-    probe = body.host_probe
     timings = Timings(
         timer="host_sync" if config.backend == "cuda" else "host",
         candidate=summarize(times.candidate),
         eager=summarize(times.eager),
-        l2_flush=config.backend == "cuda" and config.l2_flush,
-        min_timing_s=config.min_timing_s,
-        cpu_cores=body.cpu_cores,
-        host_launch_us=probe.launch_us if probe else None,
-        host_python_us=probe.python_us if probe else None,
+        l2_flush=config.backend == "cuda" and config.timing.l2_flush,
         rounds_ms=times.by_model(),
     )
     if times.compile is not None:
         timings.compile = summarize(times.compile)
-        timings.compile_mode = config.compile_mode
+        timings.compile_mode = config.timing.compile_mode
         timings.compile_warmup_s = body.compile.warmup_s
         timings.compile_benchmarks = body.compile.admitted_benchmarks()
-    elif baseline is not None and baseline.compile is not None and config.compile_baseline:
+    elif baseline is not None and baseline.compile is not None and config.timing.compile_baseline:
         timings.compile = baseline.compile
         timings.compile_mode = baseline.compile_mode
         timings.compile_warmup_s = baseline.compile_warmup_s

@@ -121,7 +121,7 @@ def _agrees_with_before(run: RunState, before: list[Any], again: list[Any]) -> i
     pairs = [(a, b) for a, b in zip(again, before, strict=False) if isinstance(b, torch.Tensor)]
     if len(again) != len(before) or not pairs:
         return None
-    loose = run.config.model_copy(update={"atol_scale": None})
+    loose = run.config.updated(correctness={"atol_scale": None})
     for a, b in pairs:
         if not isinstance(a, torch.Tensor) or a.shape != b.shape:
             return None
@@ -136,7 +136,7 @@ def spot_check(run: RunState, result: TrialResult, cand: list[Any], ref: list[An
         raise ProtocolError(f"{what}: a spot-check sample without its pairs")
     if result.passed and result.numel and not any(isinstance(c, torch.Tensor) for c in cand):
         raise ProtocolError(f"{what}: a passing comparison in the worker came without its spot-check sample")
-    loose = run.config.model_copy(update={"atol_scale": None})  # the full check's RMS cap only tightens
+    loose = run.config.updated(correctness={"atol_scale": None})  # the full check's RMS cap only tightens
     for i, (c, r) in enumerate(zip(cand, ref, strict=True)):
         if not (isinstance(c, torch.Tensor) and isinstance(r, torch.Tensor)):
             continue

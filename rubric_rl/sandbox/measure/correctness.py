@@ -25,7 +25,7 @@ _TINY = 1e-12
 
 def tolerance_for(dtype: torch.dtype, config: SandboxConfig) -> Tolerance:
     name = str(dtype).removeprefix("torch.")
-    return config.tolerances.get(name, config.tolerances["float32"])
+    return config.correctness.tolerances.get(name, config.correctness.tolerances["float32"])
 
 
 # Elements compared at a time. On the host a chunk's float64 temporaries stay inside the CPU's caches, so the
@@ -247,7 +247,7 @@ def compare_outputs(
             c, r = cand_values[i], ref_values[i]
             if not isinstance(c, torch.Tensor) or not isinstance(r, torch.Tensor):
                 return fail(f"{label} could not be read back")
-            bad, a, rel = compare_tensor(c, r, tolerance_for(r.dtype, config), config.atol_scale)
+            bad, a, rel = compare_tensor(c, r, tolerance_for(r.dtype, config), config.correctness.atol_scale)
             total_bad += bad
             numel += r.numel()
             max_abs, max_rel = max(max_abs, a), max(max_rel, rel)

@@ -33,6 +33,7 @@ class KnownReference:
     meta: list[ReferenceTrial]
     values: list[list[Any]]
     task_flags: list[str]
+    trial_s: float | None = None  # the reference's seconds per trial where it ran (stage limits derive from it)
 
     @property
     def nbytes(self) -> int:
@@ -44,8 +45,8 @@ def reference_key(reference: str, config: SandboxConfig, where: str) -> str:
     plan = {
         "backend": config.backend,
         "seed": config.seed,
-        "correctness_trials": config.correctness_trials,
-        "extra_distributions": list(config.extra_distributions),
+        "correctness_trials": config.correctness.trials,
+        "extra_distributions": list(config.correctness.extra_distributions),
         "ship_outputs_bytes": config.ship_outputs_limit_bytes(),
         "cpu_threads": config.cpu_threads,
     }

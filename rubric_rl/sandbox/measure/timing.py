@@ -49,14 +49,10 @@ def run_rounds(
     checked_rounds: set[int],
     on_checked_round: Callable[[int, dict[str, Any]], None],
     after_round: Callable[[dict[str, Any]], None],
-    min_seconds: float = 0.0,
-    max_rounds: int | None = None,
 ) -> dict[str, list[float]]:
-    """Time every model ``n_rounds`` times, and on past that until the rounds have spanned ``min_seconds`` of
-    wall time (at most ``max_rounds``, default 20x ``n_rounds``); returns milliseconds per model. Runs inside the
-    worker. A short program's rounds otherwise all fall inside one of the host's slow or quick spells (on an H100
-    host, spells of up to 1.6 s), so each evaluation reads the state of the moment; spanning several, the medians
-    keep to the state the host is in most of the time. A round added so is checked when it is the last."""
+    """Time every model ``n_rounds`` times, interleaved round by round on the same draw; returns milliseconds per
+    model. Runs inside the worker. (Rounds spanning a minimum wall time, against the host's slow and quick
+    spells, did not lower the speedup's spread on an H100 host: docs/measurements.md.)"""
     names = list(models)
     warm = make_inputs(-1)
     for name in names:
@@ -66,10 +62,7 @@ def run_rounds(
             after_round({name: out})
     del warm
     times: dict[str, list[float]] = {name: [] for name in names}
-    limit = max(n_rounds, max_rounds if max_rounds is not None else 20 * n_rounds) if min_seconds > 0 else n_rounds
-    began = backend.now_ns()
-    r = 0
-    while r < limit:
+    for r in range(n_rounds):
         inputs = make_inputs(r)
         order = names[r % len(names) :] + names[: r % len(names)]
         outputs: dict[str, Any] = {}
@@ -84,14 +77,10 @@ def run_rounds(
             backend.synchronize()
             times[name].append(round((backend.now_ns() - t0) / 1e6, 4))  # 0.1 us: verdicts keep every round
             del x
-        more = r + 1 < n_rounds or (r + 1 < limit and backend.now_ns() - began < min_seconds * 1e9)
-        if r in checked_rounds or (r >= n_rounds and not more):
+        if r in checked_rounds:
             on_checked_round(r, outputs)
         after_round(outputs)
         del outputs, inputs
-        r += 1
-        if not more:
-            break
     return times
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from rubric_rl.sandbox.build.builder import Builder
@@ -20,6 +21,7 @@ from rubric_rl.sandbox.build.candidate import as_written, build_extension
 from rubric_rl.sandbox.build.extension import SpecError, prepare_build
 from rubric_rl.sandbox.checks.native import check_native_sources, kernel_names
 from rubric_rl.sandbox.checks.runtime import check_audit, check_integrity, check_profile, check_trial
+from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.measure.baseline import assemble_timings
 from rubric_rl.sandbox.measure.comparison import check_timed_rounds, compare_trial, draw_sample, matches_records
 from rubric_rl.sandbox.measure.correctness import degenerate_task_flags
@@ -61,6 +63,34 @@ from rubric_rl.sandbox.run.protocol import Channel, Deadline, Message, ProtocolE
 from rubric_rl.sandbox.run.state import RunState
 
 
+@dataclass(frozen=True)
+class StageLimit:
+    s: float
+    why: str
+
+
+def stage_limit(run: RunState, config: SandboxConfig, ceiling_s: float) -> StageLimit | None:
+    """How long the worker may go without a message in the current stage, from the reference's own time: a
+    correctness trial gets ``stage_timeout_factor`` reference trials, the timed rounds that many per timed call
+    (warm-ups included, three models); never less than the floor, never more than ``ceiling_s``. None: the run's
+    limit alone (stages the reference has no counterpart of, or no reference time measured)."""
+    per_trial, limits = run.reference_trial_s, config.limits
+    if per_trial is None:
+        return None
+    if run.stage == "correctness":
+        calls = 1
+    elif run.stage == "timing":
+        calls = 3 * (config.timing.trials + config.timing.warmup_trials)
+    else:
+        return None
+    s = min(ceiling_s, max(limits.stage_timeout_floor_s, limits.stage_timeout_factor * per_trial * calls))
+    why = (
+        f"{s:.0f} s (derived from the reference's {per_trial * 1e3:.1f} ms a trial: x{limits.stage_timeout_factor:g}"
+        f"{f' x {calls} calls' if calls > 1 else ''}, at least {limits.stage_timeout_floor_s:g} s)"
+    )
+    return StageLimit(s, why)
+
+
 class Conversation:
     """One candidate's worker, from its setup to its last message."""
 
@@ -93,13 +123,17 @@ class Conversation:
             run.durations.device_wait_s += hold.to("shared")
             deadline = time.monotonic() + timeout_s
             known = run.baseline is not None and run.baseline.compile is not None
-            run.compile_here = cfg.compile_baseline and not known and run.await_baseline is None
+            run.compile_here = cfg.timing.compile_baseline and not known and run.await_baseline is None
             try:
                 send(chan, self._setup(reference))
                 run.stage = "setup"
                 run.stage_started = time.monotonic()
+                limit, by_stage = None, False
                 while True:
-                    msg = chan.recv(deadline=deadline)
+                    limit = stage_limit(run, cfg, timeout_s)
+                    stage_deadline = time.monotonic() + limit.s if limit is not None else deadline
+                    by_stage = stage_deadline < deadline
+                    msg = chan.recv(deadline=min(deadline, stage_deadline))
                     # The limit is on the worker's time: what this side spends on a message (builds, gate waits,
                     # comparing outputs on the host, slow under a loaded host) is not the candidate's.
                     handled = time.monotonic()
@@ -110,8 +144,9 @@ class Conversation:
             except Deadline:
                 run.timed_out = True
                 where = worker.where()
+                within = limit.why if limit is not None and by_stage else f"{timeout_s:.0f} s"
                 run.error(
-                    f"timeout: no progress within {timeout_s:.0f} s (stage: {run.stage})"
+                    f"timeout: no progress within {within} (stage: {run.stage})"
                     + (f"; the worker was at: {where}" if where else "")
                 )
             except WorkerGone:
@@ -157,7 +192,7 @@ class Conversation:
         run, hold = self.run, turns.hold
         phases = getattr(body, "phases", None)
         if phases:  # diagnostic only
-            run.durations.worker.update({str(k)[:40]: x for k, x in list(phases.items())[:32]})
+            run.diagnostics.worker_stages.update({str(k)[:40]: x for k, x in list(phases.items())[:32]})
         match body:
             case Ready():
                 run.env = body.env
@@ -224,6 +259,7 @@ class Conversation:
             run.ref_meta = run.known_reference.meta
             run.ref_values = run.known_reference.values
             run.task_flags = list(run.known_reference.task_flags)
+            run.reference_trial_s = run.known_reference.trial_s
         else:
             if body.known:
                 raise ProtocolError("message 'reference': field 'known': the evaluator sent no known reference")
@@ -236,6 +272,9 @@ class Conversation:
                         f"message 'reference': trial {trial.index}'s outputs do not match their records"
                     )
             run.ref_meta, run.ref_values = body.trials, values
+            trials_s = body.phases.get("reference_trials_s")
+            if trials_s is not None and body.trials:
+                run.reference_trial_s = trials_s / len(body.trials)
             shipped = [
                 v for m, v in zip(body.trials, values, strict=True) if m.distribution == "task" and not m.on_device
             ]
@@ -243,7 +282,8 @@ class Conversation:
             run.task_flags = degenerate_task_flags(shipped, cfg) if shipped else list(body.kept_task_flags)
             if run.reference_key is not None:
                 self.reference_cache.put(
-                    run.reference_key, KnownReference(run.ref_meta, run.ref_values, list(run.task_flags))
+                    run.reference_key,
+                    KnownReference(run.ref_meta, run.ref_values, list(run.task_flags), run.reference_trial_s),
                 )
         run.durations.reference_s = run.close_stage()
         run.stage = "load"
@@ -274,7 +314,7 @@ class Conversation:
             return Built(ok=False)
         spec = body.spec
         try:
-            arch = cfg.arch or (run.env.arch if run.env else None) if cfg.backend == "cuda" else None
+            arch = cfg.build.arch or (run.env.arch if run.env else None) if cfg.backend == "cuda" else None
             prepared = prepare_build(spec, cfg, arch)
         except (SpecError, ValueError) as e:
             run.compile_failed = True
@@ -325,7 +365,7 @@ class Conversation:
         run.compared()
         check_integrity(run, body.integrity, body.audit)
         run.durations.correctness_s = run.close_stage()
-        go = cfg.measure_performance and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
+        go = cfg.timing.enabled and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
         if not go:
             send(chan, Stop())
             return True
@@ -352,7 +392,9 @@ class Conversation:
         run.baseline, run.await_baseline = run.await_baseline(), None
         # None: not measured (it failed, or was deferred to the task's candidates): the worker compiles and times
         # torch.compile itself, as it would have had it been told so at setup.
-        run.compile_here = self.config.compile_baseline and (run.baseline is None or run.baseline.compile is None)
+        run.compile_here = self.config.timing.compile_baseline and (
+            run.baseline is None or run.baseline.compile is None
+        )
         return time.monotonic() - started
 
     def _start_timing(self, chan: Channel, turns: DeviceTurns) -> None:
@@ -365,13 +407,17 @@ class Conversation:
     def _timing(self, body: Timing, checked: list[Any], chan: Channel, hold: GateHold) -> None:
         run, cfg = self.run, self.config
         run.timings = assemble_timings(cfg, body, run.baseline)
+        run.diagnostics.timing_cores = body.cpu_cores
+        if body.host_probe is not None:
+            run.diagnostics.host_launch_us = body.host_probe.launch_us
+            run.diagnostics.host_python_us = body.host_probe.python_us
         if body.compile.error:
             run.error(f"torch.compile baseline failed (speedup over compile not measured): {body.compile.error}")
         run.durations.timing_s = sum(sum(v) for v in body.times_ms.by_model().values()) / 1000.0
         check_timed_rounds(run, body.checked, checked)
         check_integrity(run, body.integrity, body.audit)
         run.durations.timing_wall_s = run.close_stage()
-        if not (cfg.backend == "cuda" and cfg.profile_kernels):
+        if not (cfg.backend == "cuda" and cfg.timing.profile_kernels):
             return
         # The profile is one forward: it needs the device, not the device alone.
         run.durations.device_wait_s += hold.to("shared")

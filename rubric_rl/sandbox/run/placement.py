@@ -52,7 +52,7 @@ class Placement:
             raise ValueError(f"Placement.run_timeout_s: {self.run_timeout_s} is not positive")
 
     def memory_fraction_of(self, config: SandboxConfig) -> float:
-        return self.memory_fraction if self.memory_fraction is not None else config.gpu_memory_fraction
+        return self.memory_fraction if self.memory_fraction is not None else config.limits.gpu_memory_fraction
 
     def run_timeout_of(self, config: SandboxConfig) -> float:
-        return self.run_timeout_s if self.run_timeout_s is not None else config.run_timeout_s
+        return self.run_timeout_s if self.run_timeout_s is not None else config.limits.run_timeout_s

@@ -13,7 +13,15 @@ from rubric_rl.sandbox.measure.baseline import TaskBaseline
 from rubric_rl.sandbox.measure.reference_cache import KnownReference
 from rubric_rl.sandbox.run.messages import ReferenceTrial, WorkerEnv
 from rubric_rl.sandbox.run.protocol import ProtocolError
-from rubric_rl.sandbox.verdict import ExtensionBuild, Finding, KernelLaunch, StageDurations, Timings, TrialResult
+from rubric_rl.sandbox.verdict import (
+    Diagnostics,
+    ExtensionBuild,
+    Finding,
+    KernelLaunch,
+    StageDurations,
+    Timings,
+    TrialResult,
+)
 
 MAX_ERRORS = 10
 
@@ -36,6 +44,7 @@ class RunState:
     task_flags: list[str] = field(default_factory=list)
     reference_key: str | None = None
     known_reference: KnownReference | None = None
+    reference_trial_s: float | None = None  # the reference's own seconds per trial, measured by the worker
     timings: Timings | None = None
     kernels: list[KernelLaunch] = field(default_factory=list)
     own_share: float | None = None
@@ -47,6 +56,7 @@ class RunState:
     runtime_failed: bool = False
     infra_error: str | None = None
     durations: StageDurations = field(default_factory=StageDurations)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
     seen_integrity: set[str] = field(default_factory=set)
     seen_audit: set[str] = field(default_factory=set)
     stage_started: float = 0.0

@@ -73,4 +73,4 @@ class ScriptedRoles:
 
 
 # The one place these tests set sandbox fields (cheap timing on the cpu backend): the sandbox YAML form.
-SANDBOX = {"perf_trials": 10, "warmup_trials": 1, "compile_baseline": False, "correctness_trials": 2}
+SANDBOX = {"timing": {"trials": 10, "warmup_trials": 1, "compile_baseline": False}, "correctness": {"trials": 2}}

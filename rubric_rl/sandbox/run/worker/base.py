@@ -94,7 +94,7 @@ class Session:
         self.cfg = setup.config
         self.backend = make_backend(self.cfg.backend)
         self.device = self.backend.device
-        self.audit = AuditGuard(os.getcwd(), [str(self.cfg.cache_dir)])
+        self.audit = AuditGuard(os.getcwd(), [str(self.cfg.build.cache_dir)])
         self.stage = "setup"
         self.phases: dict[str, float] = {}
         self.mark = time.monotonic()

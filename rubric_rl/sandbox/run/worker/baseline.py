@@ -13,7 +13,9 @@ from rubric_rl.sandbox.run.worker.timing import CompiledReference, compile_refer
 def measure(session: Session) -> None:
     ref = session.start_reference()
     session.stage = "compile"
-    compiled = compile_reference(session, ref, rearm=False) if session.cfg.compile_baseline else CompiledReference(None)
+    compiled = (
+        compile_reference(session, ref, rearm=False) if session.cfg.timing.compile_baseline else CompiledReference(None)
+    )
     session.lap("compile_warmup_s")
     session.send(Warm())  # the evaluator answers when the device is ours alone
     if not isinstance(session.receive(), Time):

@@ -103,7 +103,7 @@ def evaluate(session: Session) -> None:
 
     session.stage = "timing"
     time_models(session, ref, new_model, take_snapshot=take_snapshot, compiled=compiled_here)
-    if session.cfg.backend == "cuda" and session.cfg.profile_kernels:
+    if session.cfg.backend == "cuda" and session.cfg.timing.profile_kernels:
         if not isinstance(session.recv(), Profile):  # sent once the device is shared again
             return
         session.stage = "profile"

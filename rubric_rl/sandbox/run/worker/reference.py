@@ -49,8 +49,8 @@ class ReferencePhase:
 
     def plan(self) -> list[tuple[str, int]]:
         cfg = self.session.cfg
-        plan = [("task", cfg.seed + i) for i in range(cfg.correctness_trials)]
-        plan += [(d, cfg.seed + 1000 + j) for j, d in enumerate(cfg.extra_distributions)]
+        plan = [("task", cfg.seed + i) for i in range(cfg.correctness.trials)]
+        plan += [(d, cfg.seed + 1000 + j) for j, d in enumerate(cfg.correctness.extra_distributions)]
         return plan
 
     def run(self) -> None:

@@ -30,6 +30,12 @@ from rubric_rl.sandbox.run.worker.base import (
     load_matching_state,
 )
 
+# A checked timed round whose candidate and eager outputs together are larger than this is compared here, on the
+# device, with the evaluator's spot check, instead of being shipped: the copy would run while the device is held
+# for timing alone (on an H200, L1-40's rounds copied two 256 MB outputs in each of 4 checked rounds: 2.9 s for
+# 0.9 s of timed calls). A lower limit for the correctness trials' outputs applies here too.
+TIMED_OUTPUTS_SHIP_BYTES = 16 << 20
+
 
 @dataclass
 class CompiledReference:
@@ -63,7 +69,7 @@ def compile_reference(session: Session, ref: ReferenceModel, *, rearm: bool) -> 
     session.audit.armed = False  # torch.compile spawns compiler processes and writes its cache: ours
     try:
         compiled = session.torch.compile(
-            session.construct(ref.module.Model, ref.init_inputs), mode=session.cfg.compile_mode
+            session.construct(ref.module.Model, ref.init_inputs), mode=session.cfg.timing.compile_mode
         )
         load_matching_state(ref.model, compiled)
         warm = session.draw(ref.module, session.cfg.seed + 5000)
@@ -103,7 +109,7 @@ class _CheckedRounds:
         eager = flatten_outputs(outputs["eager"])
         entry = CheckedRound(round=r, seed=self.timing_seed + r)
         # Eager's output is this process's either way.
-        if nbytes(eager) + nbytes(cand) > cfg.ship_timed_outputs_max_mb * 2**20:
+        if nbytes(eager) + nbytes(cand) > min(TIMED_OUTPUTS_SHIP_BYTES, cfg.ship_outputs_limit_bytes()):
             entry.device_result = compare_outputs(
                 [describe(o) for o in cand],
                 cand,
@@ -147,7 +153,7 @@ def time_models(
 
     timing_seed = cfg.seed + 10_000
     checked = (
-        choose_checked_rounds(cfg.perf_trials, cfg.checked_timed_outputs, timing_seed)
+        choose_checked_rounds(cfg.timing.trials, cfg.timing.checked_outputs, timing_seed)
         if new_model is not None
         else set()
     )
@@ -164,9 +170,8 @@ def time_models(
             make_inputs=lambda r: session.draw(ref.module, timing_seed + r),
             clone=clone_inputs,
             backend=session.backend,
-            n_rounds=cfg.perf_trials,
-            n_warmup=cfg.warmup_trials,
-            min_seconds=cfg.min_timing_s,
+            n_rounds=cfg.timing.trials,
+            n_warmup=cfg.timing.warmup_trials,
             checked_rounds=checked,
             on_checked_round=on_checked,
             after_round=release,
