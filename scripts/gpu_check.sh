@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check, in one script: environment, the gpu-marked tests (which build real CUDA extensions), and the
 # benchmarks. Run on a GPU machine from the repository root:
-#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput|agreement] [benchmark arguments...]
-# all runs tests, sandbox and throughput; agreement runs only when named (bash scripts/gpu_check.sh agreement --n 5).
+#   bash scripts/gpu_check.sh [all|tests|sandbox|throughput|agreement|compare|reward] [benchmark arguments...]
+# all runs tests, sandbox and throughput; the others run only when named:
+#   agreement (bash scripts/gpu_check.sh agreement --n 5);
+#   compare: the throughput benchmark's (b) and (c) on an older tree (OLD_TREE, default .device/old: e.g.
+#     `git archive REV | tar -x -C .device/old`) and then on this one, on the same machine;
+#   reward: scripts/bench_reward.py on cuda (a GRPO-shaped batch through the reward function and the executor).
 # Env: PROBLEMS (the KernelBench task source the benchmarks read: a checkout, a problems.jsonl or hf:<dataset>;
 # default .device/problems.jsonl), GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu
 # tests), GPU_TEST_WORKERS (pytest-xdist processes running the gpu tests side by side; unset: one).
@@ -10,9 +14,9 @@
 # .whl/fallback/: numpy, installed only if missing). Logs and JSON results go under $OUT (or runs/gpu-check).
 set -uo pipefail
 phase=${1:-all}
-case $phase in  # a new phase (reward) joins this list and gets its block below
-  all|tests|sandbox|throughput|agreement) ;;
-  *) echo "gpu_check.sh: unknown phase '$phase' (all|tests|sandbox|throughput|agreement)" >&2; exit 2 ;;
+case $phase in
+  all|tests|sandbox|throughput|agreement|compare|reward) ;;
+  *) echo "gpu_check.sh: unknown phase '$phase' (all|tests|sandbox|throughput|agreement|compare|reward)" >&2; exit 2 ;;
 esac
 stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
 OUT=${OUT:-runs/gpu-check}
@@ -73,5 +77,20 @@ if [[ $phase == agreement ]]; then
     2>&1 | stamp | tee "$OUT/bench_agreement.log" | tail -30
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
-# (the reward benchmark's phase goes here)
+if [[ $phase == compare ]]; then
+  old=${OLD_TREE:-.device/old}
+  problems=$(realpath "$PROBLEMS")
+  for tree in "$old" .; do
+    name=$([[ $tree == . ]] && echo new || echo old)
+    (cd "$tree" && PYTHONPATH=/tmp/site:$PWD python3 scripts/bench_throughput.py --problems "$problems" \
+      --skip a,cuts --cv-candidates 0 --out "$OUT/bench_throughput_$name.json" "${@:2}") \
+      2>&1 | stamp | tee "$OUT/bench_throughput_$name.log" | tail -25
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+  done
+fi
+if [[ $phase == reward ]]; then
+  python3 scripts/bench_reward.py --device cuda --problems "$PROBLEMS" --out "$OUT/bench_reward.json" "${@:2}" \
+    2>&1 | stamp | tee "$OUT/bench_reward.log" | tail -40
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
 exit $status
