@@ -1,0 +1,44 @@
+"""The agentic environment: tools over the sandbox (``ToolSession``), their OpenAI function schemas, hermes
+tool-call parsing, the final reward of a trajectory, and verl's agent loop (``rubric_rl.agents.verl_loop``, the
+only module here that imports verl). See docs/agents.md."""
+
+from rubric_rl.agents.backend import SandboxTools, get_sandbox_tools
+from rubric_rl.agents.calls import ParsedCall, parse_tool_calls
+from rubric_rl.agents.config import AgentConfig, AgentConfigError, ToolsConfig
+from rubric_rl.agents.reward import FinalReward, final_reward
+from rubric_rl.agents.schemas import tool_schemas
+from rubric_rl.agents.tools import (
+    TOOLS,
+    Benchmark,
+    Check,
+    Compile,
+    Profile,
+    Submit,
+    ToolCallRecord,
+    ToolResult,
+    ToolSession,
+    WriteProgram,
+)
+
+__all__ = [
+    "TOOLS",
+    "AgentConfig",
+    "AgentConfigError",
+    "Benchmark",
+    "Check",
+    "Compile",
+    "FinalReward",
+    "ParsedCall",
+    "Profile",
+    "SandboxTools",
+    "Submit",
+    "ToolCallRecord",
+    "ToolResult",
+    "ToolSession",
+    "ToolsConfig",
+    "WriteProgram",
+    "final_reward",
+    "get_sandbox_tools",
+    "parse_tool_calls",
+    "tool_schemas",
+]
