@@ -3,9 +3,9 @@
 
 It speaks just enough of the protocol (``POST /v1/chat/completions``, ``POST /v1/completions``,
 ``GET /v1/models``) for ``openai.AsyncOpenAI`` to talk to it, and answers from a script: a queue of replies
-consumed first, then a responder function. A reply can carry any status code, raw body, headers and delay, so tests can inject 429s,
-500s, timeouts, malformed JSON and wrong answers. It counts requests and the peak number in flight, so a
-concurrency cap can be checked from outside the client.
+consumed first, then a responder function. A reply can carry any status code, raw body, headers and delay, so
+tests can inject 429s, 500s, timeouts, malformed JSON and wrong answers. It counts requests and the peak number
+in flight, so a concurrency cap can be checked from outside the client.
 
 It binds only to a loopback address and never makes a connection itself.
 """
