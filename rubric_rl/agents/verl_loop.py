@@ -15,7 +15,8 @@ One trajectory:
 - tool calls are read in hermes format (``rubric_rl.agents.calls``: a malformed call is answered with a tool
   error instead of silently ending the turn) and run one after another on one ``ToolSession``;
 - it ends on submit, after ``max_turns`` generations, when the response would pass ``rollout.response_length``
-  tokens, or on a turn without a tool call;
+  tokens, or on a turn without a tool call; the answers to the last turn's calls are not appended, so the
+  response ends on the model's own last token, where verl puts the score;
 - ``reward_score`` is set from ``rubric_rl.agents.reward.final_reward`` on the submitted program, or, without a
   submit, on the last program written (``AgentConfig.unsubmitted``), so verl's reward workers are skipped; the
   reward's keys and the agent's (``agent_submitted`` says which program was scored) go to
@@ -30,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.workers.rollout.replica import TokenOutput
@@ -107,7 +109,7 @@ class CudaAgentLoop(AgentLoopBase):
         messages = list(plain(kwargs["raw_prompt"]))
         prompt_ids = await self.ct_build_initial_tokens(messages, tools=self.schemas)
         t = _Trajectory(ids=list(prompt_ids), prompt_len=len(prompt_ids), messages=messages)
-        request_id = kwargs.get("request_id") or f"{session.task.id}-{time.monotonic_ns()}"
+        request_id = uuid4().hex
         while not t.stop:
             calls = await self._generate(t, sampling_params, str(request_id))
             if t.stop:
@@ -115,11 +117,14 @@ class CudaAgentLoop(AgentLoopBase):
             if calls is None:
                 t.stop = "no_tool_call"
                 break
-            await self._answer(t, session, calls)
-            if not t.stop and session.submitted:
+            results = await self._run_calls(t, session, calls)
+            # The episode ends on the model's own last token: the answers to its final turn are not appended.
+            if session.submitted:
                 t.stop = "submitted"
-            elif not t.stop and t.assistant_turns >= self.max_turns:
+            elif t.assistant_turns >= self.max_turns:
                 t.stop = "turn_budget"
+            else:
+                await self._append_answers(t, results)
         return await self._output(t, session, row)
 
     async def _generate(
@@ -151,8 +156,8 @@ class CudaAgentLoop(AgentLoopBase):
             t.stop = "token_budget"
         return calls or None
 
-    async def _answer(self, t: _Trajectory, session: ToolSession, calls: list[ParsedCall]) -> None:
-        """Run the turn's calls in order and append their answers as context (mask 0), if they fit."""
+    async def _run_calls(self, t: _Trajectory, session: ToolSession, calls: list[ParsedCall]) -> list[ToolResult]:
+        """The turn's calls, run in order (a malformed one or one over the turn's limit answered with an error)."""
         started = time.monotonic()
         results: list[ToolResult] = []
         limit = self.agent.max_calls_per_turn
@@ -165,9 +170,12 @@ class CudaAgentLoop(AgentLoopBase):
             else:
                 results.append(await session.call(call.name, call.arguments))
         t.tools_s += time.monotonic() - started
+        return results
+
+    async def _append_answers(self, t: _Trajectory, results: list[ToolResult]) -> None:
+        """The answers as context tokens (mask 0), if the response stays within its length; else the end."""
         previous = list(t.messages)
-        for r in results:
-            t.messages.append({"role": "tool", "name": r.name, "content": r.text})
+        t.messages += [{"role": "tool", "name": r.name, "content": r.text} for r in results]
         merged, mask, logprobs = await self.ct_merge_context_msg(
             previous, t.messages, t.ids, t.mask, t.logprobs or None, tools=self.schemas
         )
@@ -220,7 +228,7 @@ class CudaAgentLoop(AgentLoopBase):
                 "reward_extra_info": reward.info,
                 "agent_stop": t.stop,
                 "agent_scored": source,
-                "agent_tool_calls": [r.model_dump(mode="json") for r in session.records],
+                "agent_call_records": [r.model_dump(mode="json") for r in session.records],
             },
         )
 
