@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel
@@ -115,7 +116,8 @@ class SandboxTools:
         self.sandbox = service.sandbox_config(self.backend)
         self.executor = make_executor_for(service, self.backend, use_ray(service))
         self.evaluator = Evaluator(self.sandbox)
-        self._builds = threading.BoundedSemaphore(config.max_parallel_compiles)
+        # Compiles queue here, not in threads of the default executor (verl tokenises on that one).
+        self._builds = ThreadPoolExecutor(config.max_parallel_compiles, thread_name_prefix="agent-compile")
         log.info("agent tools: backend %s, seed %d, executor %s", self.backend, seed, type(self.executor).__name__)
 
     async def evaluate(self, task: Task, program: str, deadline_s: float) -> Verdict:
@@ -124,11 +126,8 @@ class SandboxTools:
 
     async def compile(self, program: str) -> Any:
         """Static and native checks and a compile of the object files (``Evaluator.check_compiles``): its report."""
-        return await asyncio.to_thread(self._compile_now, program)
-
-    def _compile_now(self, program: str) -> Any:
-        with self._builds:
-            return self.evaluator.check_compiles(program, arch=self._arch())
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._builds, self.evaluator.check_compiles, program, self._arch())
 
     def _arch(self) -> str | None:
         if self.backend != "cuda":
