@@ -1,9 +1,11 @@
 """The agentic environment: tools over the sandbox (``ToolSession``), their OpenAI function schemas, hermes
-tool-call parsing, the final reward of a trajectory, and verl's agent loop (``rubric_rl.agents.verl_loop``, the
+tool-call parsing, an episode over an OpenAI tool-calling client, the final reward of a trajectory, and verl's
+agent loop (``rubric_rl.agents.verl_loop``, the
 only module here that imports verl). See docs/agents.md."""
 
 from rubric_rl.agents.backend import SandboxTools, get_sandbox_tools
 from rubric_rl.agents.calls import ParsedCall, parse_tool_calls
+from rubric_rl.agents.chat import ChatEpisode, run_chat_episode
 from rubric_rl.agents.config import AgentConfig, AgentConfigError, ToolsConfig
 from rubric_rl.agents.reward import FinalReward, final_reward
 from rubric_rl.agents.schemas import tool_schemas
@@ -25,6 +27,7 @@ __all__ = [
     "AgentConfig",
     "AgentConfigError",
     "Benchmark",
+    "ChatEpisode",
     "Check",
     "Compile",
     "FinalReward",
@@ -40,5 +43,6 @@ __all__ = [
     "final_reward",
     "get_sandbox_tools",
     "parse_tool_calls",
+    "run_chat_episode",
     "tool_schemas",
 ]
