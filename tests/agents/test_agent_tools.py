@@ -73,10 +73,6 @@ def test_submit_ends_the_session_and_says_what_is_scored(task: Task, sandbox_too
         assert after.error == "submitted" and s.program == "print('v2')"
         record = s.records[1]
         assert record.name == "write_program" and record.arguments == {"program": "print('v1')"}
-        long = await ToolSession(task, sandbox_tools, ToolsConfig(backend="cpu")).call(
-            "write_program", {"program": "y" * 999}
-        )
-        assert long.ok
 
     asyncio.run(body())
 
