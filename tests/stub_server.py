@@ -1,11 +1,11 @@
 """A scripted OpenAI-compatible chat-completions server on the loopback interface, for the judge tests and
 ``scripts/bench_judge.py`` (test infrastructure: it is not part of the package).
 
-It speaks just enough of the protocol (``POST /v1/chat/completions``, ``GET /v1/models``) for
-``openai.AsyncOpenAI`` to talk to it, and answers from a script: a queue of replies consumed first, then a
-responder function. A reply can carry any status code, raw body, headers and delay, so tests can inject 429s,
-500s, timeouts, malformed JSON and wrong answers. It counts requests and the peak number in flight, so a
-concurrency cap can be checked from outside the client.
+It speaks just enough of the protocol (``POST /v1/chat/completions``, ``POST /v1/completions``,
+``GET /v1/models``) for ``openai.AsyncOpenAI`` to talk to it, and answers from a script: a queue of replies
+consumed first, then a responder function. A reply can carry any status code, raw body, headers and delay, so
+tests can inject 429s, 500s, timeouts, malformed JSON and wrong answers. It counts requests and the peak number
+in flight, so a concurrency cap can be checked from outside the client.
 
 It binds only to a loopback address and never makes a connection itself.
 """
@@ -39,6 +39,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     prompt_tokens: int = 100
     completion_tokens: int = 20
+    finish_reason: str = "stop"
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -64,6 +65,19 @@ def completion_body(content: str, model: str, prompt_tokens: int, completion_tok
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
+    }
+
+
+def text_completion_body(text: str, model: str, finish_reason: str = "stop") -> dict[str, Any]:
+    """A minimal, valid ``text_completion`` object (the legacy ``/v1/completions`` endpoint, which takes token ids
+    as its prompt: what an agent loop's token-level generation uses)."""
+    return {
+        "id": f"cmpl-stub-{time.monotonic_ns()}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": finish_reason, "logprobs": None}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
     }
 
 
@@ -198,7 +212,9 @@ class StubOpenAIServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                route = self.path.rstrip("/")
+                chat = route.endswith("/chat/completions")
+                if not chat and not route.endswith("/completions"):
                     self._send(404, error_body(404, f"no route {self.path}"))
                     return
                 try:
@@ -212,6 +228,9 @@ class StubOpenAIServer:
                         return
                     if reply.body is not None:
                         body = reply.body
+                    elif reply.status == 200 and not chat:
+                        model = request.get("model", server.model)
+                        body = json.dumps(text_completion_body(reply.content or "", model, reply.finish_reason))
                     elif reply.status == 200:
                         body = json.dumps(
                             completion_body(

@@ -86,7 +86,7 @@ class ChatClient:
             reraise=True,
         )
         try:
-            completion = await retrying(self._request, kwargs, reply)
+            completion: Any = await retrying(self._request, kwargs, reply)
         except (openai.OpenAIError, ValueError) as e:  # trust boundary: the endpoint, after retries
             reply.error, reply.error_detail = error_code(e), str(e)[:500]
             log.warning("%s at %s failed after %d attempt(s): %s", c.model, c.base_url, reply.attempts, reply.error)
