@@ -27,6 +27,8 @@ def local_ray(build_cache: Path) -> Iterator[None]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         "RUBRIC_RL_CACHE": str(build_cache),
     }
+    if ray.is_initialized():  # an earlier test's executor or service started one in this process
+        ray.shutdown()
     ray.init(
         num_cpus=4, namespace=NAMESPACE, include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=False
     )

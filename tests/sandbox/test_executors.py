@@ -183,6 +183,8 @@ def test_response_rows_are_extracted_or_rejected_with_the_reason(tmp_path, sandb
 
 def test_ray_executor_returns_the_same_verdicts(sandbox, example_tasks, example_rows):
     ray = pytest.importorskip("ray")
+    if ray.is_initialized():  # an earlier test's executor or service started one in this process
+        ray.shutdown()
     ray.init(
         num_cpus=2,
         resources={"rubric_rl_eval": 1},
