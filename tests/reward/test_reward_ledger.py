@@ -29,7 +29,7 @@ class ScriptedExecutor(Executor):
     def __init__(self) -> None:
         self.calls = 0
 
-    async def evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
+    async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         self.calls += 1
         status, eager, compile_, *infra = program.splitlines()[0].lstrip("# ").split()
         if infra:
