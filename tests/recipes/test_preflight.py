@@ -33,6 +33,8 @@ def test_recipes_name_the_reward_function_by_package_not_by_file(verl_installed)
 
     for path in content_dir("recipes").rglob("*.yaml"):
         raw = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(raw, dict):  # agent_loop.yaml: verl's list of agent loops
+            continue
         reward_path = ((raw.get("reward") or {}).get("custom_reward_function") or {}).get("path")
         if reward_path is not None:
             assert reward_path == "pkg://rubric_rl.reward.verl", path
