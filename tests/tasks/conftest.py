@@ -20,7 +20,7 @@ class ChatServer:
 def chat_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[int], str]], ChatServer]]:
     """``chat_server(answer)``: a server answering request k (0-based) with ``answer(k)``; ``.script`` queues
     replies (status, content) to send first."""
-    from rubric_rl.judge.stub_server import Reply, StubOpenAIServer
+    from stub_server import Reply, StubOpenAIServer
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     servers: list[StubOpenAIServer] = []
