@@ -2,6 +2,7 @@
 
     python scripts/bench_reward.py --device cuda --problems problems.jsonl --tasks 16 --k 8 --out runs/bench_reward.json
     python scripts/bench_reward.py --device cpu --tasks 2 --k 4            # the bundled cpu candidates
+    python scripts/bench_reward.py --device cuda --recipe recipes/one-gpu-try/recipe.yaml --skip exec --tasks 2 --k 8
 
 N tasks x K responses each: per task the honest candidate and broken variants of it, in proportions like early
 RL (``--mix``): ``compile_error`` (a ``#error`` in its C++/CUDA source), ``wrong`` (its outputs overwritten
@@ -12,6 +13,9 @@ returns), ``unparsable`` (prose, no program). Each response is wrapped in Markdo
 (reward)  the responses through ``rubric_rl.reward.verl.compute_score`` the way verl's reward loop calls it:
           ``--workers`` workers each awaiting its share of the batch at once (in this process; ``--ray``: as Ray
           actors sharing the node's evaluation service, as in training), offline judge.
+``--recipe``: the reward phase takes the recipe's own ``reward_kwargs`` (``reward.custom_reward_function``
+of its YAML, read without verl: only ``ledger.dir`` is set to the phase's run folder, and the backend is left to
+the reward's default, CUDA where a GPU is visible), so a recipe's reward path runs where verl cannot.
 Each phase starts on a fresh build cache (``--warm`` runs both again on their now warm caches). The table
 gives rewards per hour, the reward's wall time over the executor's, and per variant the statuses, mean score
 and the longest evaluation (how long a hung sample held its slot).
@@ -140,7 +144,24 @@ async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], flo
     return list(results), time.monotonic() - started
 
 
+def recipe_reward_kwargs(recipe: Path, run_dir: Path) -> dict[str, Any]:
+    """The recipe file's ``reward_kwargs``, its ledger in ``run_dir`` (its interpolations need verl's config)."""
+    import yaml
+
+    raw = yaml.safe_load(recipe.read_text()) or {}
+    try:
+        block = raw["reward"]["custom_reward_function"]
+        kwargs = dict(block["reward_kwargs"])
+    except (KeyError, TypeError) as e:
+        raise SystemExit(f"{recipe}: no reward.custom_reward_function.reward_kwargs ({e})") from None
+    if block.get("path") != "pkg://rubric_rl.reward.verl" or block.get("name") != "compute_score":
+        raise SystemExit(f"{recipe}: its reward function is {block.get('path')}:{block.get('name')}, not rubric_rl's")
+    return {**kwargs, "ledger": {**(kwargs.get("ledger") or {}), "dir": str(run_dir)}}
+
+
 def reward_kwargs(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    if args.recipe is not None:
+        return recipe_reward_kwargs(args.recipe, run_dir)
     return {
         "backend": args.device,
         "judge": {"offline": True, "cache": False},
@@ -266,6 +287,7 @@ def main() -> None:
     ap.add_argument("--mix", default=DEFAULT_MIX, help=f"variant=count,... cycled over K (default {DEFAULT_MIX})")
     ap.add_argument("--workers", type=int, default=8, help="reward-loop workers (reward.num_workers)")
     ap.add_argument("--ray", action="store_true", help="workers as Ray actors sharing the evaluation service")
+    ap.add_argument("--recipe", type=Path, default=None, help="the reward kwargs of this recipe YAML (see above)")
     ap.add_argument("--warm", action="store_true", help="run both phases again on their warm caches")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: exec,reward")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_reward.json"))
@@ -288,6 +310,7 @@ def main() -> None:
         "mix": parse_mix(args.mix, args.k),
         "workers": args.workers,
         "ray": args.ray,
+        "recipe": str(args.recipe) if args.recipe else None,
         "cores": os.cpu_count(),
         "phases": [],
     }

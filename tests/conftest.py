@@ -3,6 +3,7 @@ examples, the benchmark scripts as modules, and the ``gpu`` marker's skip when n
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import sys
@@ -65,3 +66,22 @@ def load_script() -> Callable[[str], ModuleType]:
             sys.path.remove(str(scripts))
 
     return load
+
+
+@pytest.fixture(autouse=True)
+def gpu_turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """pytest-xdist runs the gpu tests in several processes on one GPU, each with its own evaluator, so no device
+    gate keeps one's timing apart from another's kernels (a double-work kernel once timed at 0.22x its half), nor
+    one's device memory apart from another's. A test marked ``alone_on_gpu`` holds the GPU exclusively, the other
+    gpu tests share it. The exclusive turn takes the gate before it waits, and a shared turn passes the gate to
+    start, so shared turns cannot starve it. Tests not marked ``gpu`` take no turn."""
+    if request.node.get_closest_marker("gpu") is None:
+        yield
+        return
+    root = tmp_path_factory.getbasetemp().parent  # one folder for every xdist process of the run
+    alone = request.node.get_closest_marker("alone_on_gpu") is not None
+    with open(root / "gpu-gate.lock", "a") as gate, open(root / "gpu-turn.lock", "a") as turn:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(turn, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        yield

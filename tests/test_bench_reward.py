@@ -48,3 +48,26 @@ def test_mix_cycles_over_k(bench) -> None:
     assert bench.parse_mix("honest=2,hang=1", 5) == ["honest", "honest", "hang", "honest", "honest"]
     with pytest.raises(SystemExit, match="unknown variant 'oops'"):
         bench.parse_mix("oops=1", 2)
+
+
+def test_a_recipes_reward_kwargs_are_its_own_with_the_ledger_moved(bench, tmp_path) -> None:
+    from rubric_rl.resources import content_dir
+
+    recipe = content_dir("recipes") / "one-gpu-try" / "recipe.yaml"
+    kwargs = bench.recipe_reward_kwargs(recipe, tmp_path / "run")
+    assert kwargs["rule"] == {"name": "speedup"} and kwargs["mix"] == {"name": "stitchcuda"}
+    assert kwargs["judge"]["offline"] is True
+    assert kwargs["ledger"] == {"dir": str(tmp_path / "run")}  # not verl's ${trainer.default_local_dir}
+    assert "backend" not in kwargs  # the reward's own default decides (cuda where a GPU is visible)
+
+
+def test_a_recipe_without_rubric_rls_reward_is_refused(bench, tmp_path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        "reward:\n  custom_reward_function:\n    path: my_reward.py\n    name: score\n    reward_kwargs: {}\n"
+    )
+    with pytest.raises(SystemExit, match="not rubric_rl's"):
+        bench.recipe_reward_kwargs(other, tmp_path)
+    (tmp_path / "none.yaml").write_text("trainer: {}\n")
+    with pytest.raises(SystemExit, match="no reward.custom_reward_function"):
+        bench.recipe_reward_kwargs(tmp_path / "none.yaml", tmp_path)

@@ -1,6 +1,5 @@
 """The cuda backend on a real GPU: every way a candidate can end, timing sanity, and the GPU-only hacks."""
 
-import fcntl
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,21 +33,6 @@ def evaluator(build_cache: Path) -> Evaluator:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: ev.prebuild(p.read_text(), f"{major}.{minor}"), programs))
     return ev
-
-
-@pytest.fixture(autouse=True)
-def gpu_turn(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """pytest-xdist runs these tests in several processes on one GPU, each with its own evaluator, so no device
-    gate keeps one's timing apart from another's kernels (a double-work kernel once timed at 0.22x its half).
-    A test marked ``alone_on_gpu`` holds the GPU exclusively, the others share it. The exclusive turn takes the
-    gate before it waits, and a shared turn passes the gate to start, so shared turns cannot starve it."""
-    root = tmp_path_factory.getbasetemp().parent  # one folder for every xdist process of the run
-    alone = request.node.get_closest_marker("alone_on_gpu") is not None
-    with open(root / "gpu-gate.lock", "a") as gate, open(root / "gpu-turn.lock", "a") as turn:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(turn, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        fcntl.flock(gate, fcntl.LOCK_UN)
-        yield
 
 
 @pytest.fixture(scope="module")

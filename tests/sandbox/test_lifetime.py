@@ -179,6 +179,7 @@ def _worker(p: psutil.Process) -> bool:
 
 
 @pytest.mark.gpu
+@pytest.mark.alone_on_gpu  # the device's memory level is read for the whole GPU: no other test may move it
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_verify_killed_on_a_gpu_gives_back_the_device(sig, build_cache, tmp_path):
