@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_model import save_qwen2_config, save_tokenizer
 
 from rubric_rl.agents import SandboxTools, ToolsConfig, get_sandbox_tools
 from rubric_rl.agents.backend import final_sandbox_seed
@@ -94,36 +95,8 @@ def call() -> Callable[..., str]:
 def agent_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model folder: a byte-level BPE tokenizer trained here with the tool-calling template, a Qwen2 config."""
     pytest.importorskip("tokenizers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1000,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    corpus = [(EXAMPLE / "candidate_correct.py").read_text(), (REPO / "skills" / "agent.yaml").read_text()]
-    core.train_from_iterator(corpus * 5, trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tok.chat_template = CHAT_TEMPLATE
     path = tmp_path_factory.mktemp("agent-model")
-    tok.save_pretrained(path)
-    config = {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": core.get_vocab_size(),
-        "max_position_embeddings": 32768,
-        "tie_word_embeddings": True,
-        "torch_dtype": "bfloat16",
-    }
-    (path / "config.json").write_text(json.dumps(config))
+    corpus = [(EXAMPLE / "candidate_correct.py").read_text(), (REPO / "skills" / "agent.yaml").read_text()]
+    vocab = save_tokenizer(path, corpus * 5, vocab_size=1000, chat_template=CHAT_TEMPLATE)
+    save_qwen2_config(path, vocab)
     return path

@@ -3,9 +3,10 @@ parquet format, and the overrides that point a bundled recipe at them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from tiny_model import save_qwen2_config, save_tokenizer
 
 HERE = Path(__file__).resolve().parent
 WORDS = [f"w{i}" for i in range(200)]
@@ -15,40 +16,8 @@ REFERENCE = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, 
 def make_tiny_model(path: Path, max_positions: int = 32768) -> Path:
     """A two-layer Qwen2-shaped config and a byte-level BPE tokenizer (trained here on a few hundred words) with a
     ChatML template, saved as a model folder. transformers picks Qwen2Tokenizer for it, as for the real models."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=600,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    core.train_from_iterator([" ".join(WORDS)] * 20, trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tok.chat_template = (
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-    )
-    path.mkdir(parents=True, exist_ok=True)
-    tok.save_pretrained(path)
-    config = {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": core.get_vocab_size(),
-        "max_position_embeddings": max_positions,
-        "tie_word_embeddings": True,
-        "torch_dtype": "bfloat16",
-    }
-    (path / "config.json").write_text(json.dumps(config))
+    vocab = save_tokenizer(path, [" ".join(WORDS)] * 20, vocab_size=600)
+    save_qwen2_config(path, vocab, max_position_embeddings=max_positions)
     return path
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from stub_server import StubOpenAIServer
+from tiny_model import save_tokenizer
 
 from rubric_rl.judge import JudgeConfig, Judgment, make_judge
 from rubric_rl.sandbox import Verdict
@@ -101,18 +102,10 @@ def responses() -> dict[str, str]:
 def tokenizer_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A byte-level BPE tokenizer trained here (lossless decode of any text), saved for verl's hf_tokenizer."""
     pytest.importorskip("tokenizers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<pad>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator([(EXAMPLE / "candidate_correct.py").read_text()], trainer)
     path = tmp_path_factory.mktemp("tokenizer")
-    PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", pad_token="<pad>").save_pretrained(path)
+    corpus = [(EXAMPLE / "candidate_correct.py").read_text()]
+    specials = ["<pad>", "</s>"]
+    save_tokenizer(path, corpus, vocab_size=400, specials=specials, eos="</s>", pad="<pad>", chat_template=None)
     return path
 
 
