@@ -125,9 +125,20 @@ class SandboxTools:
         return await self.executor.evaluate(task, program, deadline_s=deadline_s)
 
     async def compile(self, program: str) -> Any:
-        """Static and native checks and a compile of the object files (``Evaluator.check_compiles``): its report."""
+        """Static and native checks and a compile (``Evaluator.check_compiles``): its report. Where this machine
+        can link what it compiles (the cpu backend, or a CUDA build of torch), the compile is the full build the
+        next evaluation of the program needs, so the agent's ``check`` after ``compile`` finds it built; else
+        (a CUDA backend on a machine without CUDA torch) the object files only."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._builds, self.evaluator.check_compiles, program, self._arch())
+        mode = "full" if self._can_link() else "objects"
+        return await loop.run_in_executor(self._builds, self.evaluator.check_compiles, program, self._arch(), mode)
+
+    def _can_link(self) -> bool:
+        if self.backend != "cuda":
+            return True
+        import torch
+
+        return torch.version.cuda is not None
 
     def _arch(self) -> str | None:
         if self.backend != "cuda":

@@ -17,6 +17,7 @@ import platform
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -156,11 +157,15 @@ class Evaluator:
             builds.append(record)
         return builds
 
-    def check_compiles(self, candidate: str, arch: str | None = "9.0") -> CompileReport:
-        """Static and native checks plus a compile of the object files only (nvcc/g++): no GPU, no CUDA torch.
+    def check_compiles(
+        self, candidate: str, arch: str | None = "9.0", mode: Literal["objects", "full"] = "objects"
+    ) -> CompileReport:
+        """Static and native checks plus a compile (nvcc/g++), without running anything.
 
-        What a CPU machine can say about a CUDA candidate: whether it is a hack by its source and whether its
-        sources compile for ``arch``. Linking and running need the target machine.
+        ``objects``: the object files only, no GPU and no CUDA torch needed; what a CPU machine can say about a
+        CUDA candidate: whether it is a hack by its source and whether its sources compile for ``arch``.
+        ``full``: linked too, into the cache entry an evaluation of the same program on this machine builds, so
+        that the evaluation which follows (an agent's ``check`` after its ``compile``) finds it built.
         """
         cfg = self.config
         started = time.monotonic()
@@ -180,7 +185,7 @@ class Evaluator:
                 errors.append(str(e))
                 continue
             findings += check_native_sources(as_written(spec, cfg, arch), candidate, cfg)
-            outcome, record = build_extension(self.builder, cfg, spec, prepared, arch, candidate, mode="objects")
+            outcome, record = build_extension(self.builder, cfg, spec, prepared, arch, candidate, mode=mode)
             builds.append(record)
             if not outcome.ok:
                 errors.append(outcome.infra_error or outcome.digest or "build failed")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -159,5 +161,24 @@ def test_broken_fixed_checked_benchmarked_profiled(task: Task, sandbox_tools: Sa
         latency = {r.name: r.latency_s for r in s.records}
         assert latency["benchmark"] < 1.0 and latency["profile"] < 1.0  # one evaluation per version, shared
         assert [r.program_version for r in s.records] == [1, 1, 2, 2, 2, 2, 2]
+
+    asyncio.run(body())
+
+
+def test_check_after_compile_finds_the_program_built(task: Task, sandbox_tools: SandboxTools, programs) -> None:
+    """compile builds what the evaluation needs (the cpu backend links): the check that follows builds nothing."""
+    unique = f"// this test's own build: {uuid.uuid4()}\n"  # a program no other test has built into the cache
+    include = "#include <torch/extension.h>\n"
+    program = programs["correct"].replace(include, include + unique, 1)
+
+    async def body() -> None:
+        s = ToolSession(task, sandbox_tools, ToolsConfig(backend="cpu"))
+        await s.write_program(WriteProgram(program=program))
+        assert (await s.compile()).status == "compiled"
+        entries = Path(sandbox_tools.sandbox.build.cache_dir) / "ext"
+        built = set(entries.iterdir())
+        check = await s.check()
+        assert check.status == "correct" and check.verdict is not None
+        assert set(entries.iterdir()) == built  # no build of its own
 
     asyncio.run(body())
