@@ -19,7 +19,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -130,7 +130,7 @@ class SandboxTools:
         next evaluation of the program needs, so the agent's ``check`` after ``compile`` finds it built; else
         (a CUDA backend on a machine without CUDA torch) the object files only."""
         loop = asyncio.get_running_loop()
-        mode = "full" if self._can_link() else "objects"
+        mode: Literal["objects", "full"] = "full" if self._can_link() else "objects"
         return await loop.run_in_executor(self._builds, self.evaluator.check_compiles, program, self._arch(), mode)
 
     def _can_link(self) -> bool:
