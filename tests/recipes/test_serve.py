@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 from typer.testing import CliRunner
 
 from rubric_rl.cli import app
@@ -109,7 +110,7 @@ def test_cli_prints_the_base_url_and_stops_on_sigterm(tmp_path):
         "--vllm-executable",
         " ".join(FAKE),
     ]
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = child_env()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         lines = []

@@ -7,6 +7,7 @@ import json
 
 import pytest
 import yaml
+from child_env import python_path
 from recipe_fixtures import recipe_overrides
 from typer.testing import CliRunner
 
@@ -112,7 +113,7 @@ def test_run_sh_checks_then_launches_main_ppo(verl_installed, tiny_model, data_d
         "MODEL": str(tiny_model),
         "DATA_DIR": str(data_dir / "generate"),
         "RUN_DIR": str(run_dir),
-        "PYTHONPATH": f"{repo}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "PYTHONPATH": python_path(repo),
     }
     proc = subprocess.run(
         ["bash", str(repo / "recipes" / "one-gpu-try" / "run.sh")],

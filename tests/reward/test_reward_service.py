@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child_env import python_path
 
 from rubric_rl.reward import read_ledger
 
@@ -24,7 +25,7 @@ NAMESPACE = "rubric_rl_test"
 @pytest.fixture(scope="module")
 def local_ray(build_cache: Path) -> Iterator[None]:
     env = {
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": python_path(),
         "RUBRIC_RL_CACHE": str(build_cache),
     }
     if ray.is_initialized():  # an earlier test's executor or service started one in this process

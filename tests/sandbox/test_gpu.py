@@ -164,9 +164,9 @@ def test_large_outputs_fit_a_fraction_of_the_gpu(evaluator, reference, gb, timed
         evaluator,
         reference,
         GPU_PROGRAMS / "honest.py",
-        ship_outputs_max_mb=64,
-        measure_performance=timed,
-        gpu_memory_fraction=gb * 2**30 / total,
+        correctness={"ship_outputs_max_mb": 64},
+        timing={"enabled": timed},
+        limits={"gpu_memory_fraction": gb * 2**30 / total},
     )
     assert v.status == "correct", (v.status, v.errors)
     task_trials = [t for t in v.trials if t.distribution != "timed"]

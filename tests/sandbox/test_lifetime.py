@@ -4,7 +4,6 @@ started them, whatever ends it (SIGTERM, SIGKILL, the end of a thread)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from child_env import child_env
 
 from rubric_rl.sandbox.run.spawn import popen
 
@@ -74,14 +74,25 @@ def _descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _wait_for(pid: int, what: str, ready, timeout_s: float = 240) -> list[psutil.Process]:
+def _wait_for(cmd: subprocess.Popen[bytes], what: str, ready, timeout_s: float = 240) -> list[psutil.Process]:
+    """The command's processes once one of them is ``ready``; fails at once if the command ends first."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        procs = _descendants(pid)
+        procs = _descendants(cmd.pid)
         if any(ready(p) for p in procs):
             return procs
+        if cmd.poll() is not None:
+            raise AssertionError(f"the command exited ({cmd.returncode}) before a {what} showed: {_stderr(cmd)}")
         time.sleep(0.25)
-    raise AssertionError(f"no {what} among the command's processes in {timeout_s:.0f} s")
+    raise AssertionError(f"no {what} among the command's processes in {timeout_s:.0f} s: {_stderr(cmd)}")
+
+
+_STDERR: dict[int, Path] = {}  # pid of a command _start started -> the file its stderr goes to
+
+
+def _stderr(cmd: subprocess.Popen[bytes]) -> str:
+    path = _STDERR.get(cmd.pid)
+    return path.read_text(errors="replace")[-2000:] if path is not None else ""
 
 
 def _spinning_worker(p: psutil.Process) -> bool:
@@ -100,8 +111,11 @@ def _compiler(p: psutil.Process) -> bool:
 
 
 def _start(args: list[str], tmp_path: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(COMMAND + args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stderr = tmp_path / "command.stderr"
+    with stderr.open("wb") as err:
+        cmd = subprocess.Popen(COMMAND + args, cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL, stderr=err)
+    _STDERR[cmd.pid] = stderr
+    return cmd
 
 
 def _kill_and_check(cmd: subprocess.Popen[bytes], procs: list[psutil.Process], sig: signal.Signals) -> None:
@@ -124,7 +138,7 @@ def test_verify_killed_while_the_candidate_spins_leaves_nothing(sig, reference, 
         ["verify", str(reference), str(PROGRAMS / "fault_hang.py"), "--device", "cpu", "--cache-dir", str(build_cache)],
         tmp_path,
     )
-    procs = _wait_for(cmd.pid, "worker spinning in the candidate's loop", _spinning_worker)
+    procs = _wait_for(cmd, "worker spinning in the candidate's loop", _spinning_worker)
     _kill_and_check(cmd, procs, sig)
 
 
@@ -142,7 +156,7 @@ def test_verify_killed_mid_build_leaves_nothing(sig, reference, build_cache, tmp
     cmd = _start(
         ["verify", str(reference), str(candidate), "--device", "cpu", "--cache-dir", str(build_cache)], tmp_path
     )
-    procs = _wait_for(cmd.pid, "compiler", _compiler)
+    procs = _wait_for(cmd, "compiler", _compiler)
     _kill_and_check(cmd, procs, sig)
 
 
@@ -156,7 +170,7 @@ def test_verify_batch_killed_while_a_candidate_spins_leaves_nothing(sig, referen
     )
     args = ["verify-batch", "--tasks", str(tasks), "--candidates", str(candidates), "--out", str(tmp_path / "run")]
     cmd = _start(args + ["--device", "cpu", "--no-compile", "--cache-dir", str(build_cache)], tmp_path)
-    procs = _wait_for(cmd.pid, "worker spinning in the candidate's loop", _spinning_worker)
+    procs = _wait_for(cmd, "worker spinning in the candidate's loop", _spinning_worker)
     _kill_and_check(cmd, procs, sig)
 
 
@@ -190,7 +204,7 @@ def test_verify_killed_on_a_gpu_gives_back_the_device(sig, build_cache, tmp_path
         + ["--cache-dir", str(build_cache)],
         tmp_path,
     )
-    procs = _wait_for(cmd.pid, "worker", _worker, timeout_s=400)
+    procs = _wait_for(cmd, "worker", _worker, timeout_s=400)
     end = time.monotonic() + 400
     while _gpu_memory_used_mb() < before + 100 and time.monotonic() < end:
         time.sleep(0.5)

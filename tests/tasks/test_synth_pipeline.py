@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 from typer.testing import CliRunner
 
 from rubric_rl.cli import app
@@ -79,7 +80,7 @@ def test_resume_after_kill_9_loses_and_repeats_nothing(tmp_path):
     args = [sys.executable, "-c", "from rubric_rl.cli import main; main()", "tasks", "synth", "--n", str(n),
             "--out", str(out), "--seed", "5", "--no-decontaminate", "--no-compile", "--runtime-window", "0,1e9",
             "--json"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = child_env()
     proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
     funnel = sidecar(out, "funnel.jsonl")

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from child_env import child_env
 from pcv_fixtures import ScriptedRoles, role_of, task_of
 from stub_server import StubOpenAIServer
 from typer.testing import CliRunner
@@ -32,7 +33,7 @@ def _rollout_cmd(run: Path, out: Path) -> list[str]:
 
 
 def _env(build_cache: Path) -> dict[str, str]:
-    env = {**os.environ, "RUBRIC_RL_CACHE": str(build_cache), "PYTHONPATH": str(REPO)}
+    env = child_env(RUBRIC_RL_CACHE=str(build_cache))
     env.pop("OPENAI_API_KEY", None)
     return env
 
