@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import statistics
 import sys
 import time
@@ -65,7 +66,16 @@ class ScriptedCoder:
         return Reply(content=f"```python\n{program}```\n", prompt_tokens=3000, completion_tokens=2500)
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    """The first SIGTERM interrupts the run as Ctrl-C does; later ones (``timeout`` signals the process and then
+    its group) are ignored, so the executor's shutdown and the report are not interrupted in turn."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def stage_table(results: list[Any]) -> dict[str, Any]:
+    if not results:
+        return {"per_task": {}, "total": {}, "mean_per_task": {}, "seconds_per_task": None}
     stages = sorted({k for r in results for k in r.stage_seconds})
     per_task = {r.task_id: {**{k: round(r.stage_seconds.get(k, 0.0), 3) for k in stages}, "total_s": r.seconds}
                 for r in results}  # fmt: skip
@@ -125,7 +135,14 @@ def main() -> int:
         server.responder = ScriptedCoder(tasks, programs)
         logging.info("%d tasks, %d with a benchmark candidate: %s", len(tasks), len(programs), sorted(programs))
         started = time.monotonic()
-        summary = asyncio.run(run_rollout(config, tasks, args.out / "run", source=run_file))
+        # A run cut short (SIGTERM from a time limit, or Ctrl-C) still reports the tasks that finished: their
+        # records are written as each ends, and the same command resumes the rest.
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            summary: dict[str, Any] | None = asyncio.run(run_rollout(config, tasks, args.out / "run", source=run_file))
+        except KeyboardInterrupt:
+            logging.warning("interrupted: reporting the tasks that finished (run the command again to resume)")
+            summary = None
         wall = time.monotonic() - started
     report = build_report([args.out / "run"], args.out / "report")
     from rubric_rl.reports.load import load_run
@@ -136,6 +153,8 @@ def main() -> int:
         "tasks": len(tasks),
         "with_candidate": sorted(programs),
         "wall_s": round(wall, 1),
+        "complete": summary is not None,
+        "finished": len(results),
         "run": summary,
         "stages": stage_table(results),
         "metrics": {
