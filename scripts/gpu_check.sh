@@ -5,8 +5,8 @@
 # PHASES is one phase or several joined by commas (tests,agents,rollout); arguments go to a lone phase only.
 # all runs tests, sandbox and throughput; the others run only when named:
 #   agreement (bash scripts/gpu_check.sh agreement --n 5);
-#   compare: the throughput benchmark's (b) and (c) on an older tree (OLD_TREE, default .device/old: e.g.
-#     `git archive REV | tar -x -C .device/old`) and then on this one, on the same machine;
+#   compare: the throughput benchmark's (b) and (c) on COMPARE_N candidates (default 16) on an older tree
+#     (OLD_TREE, default .device/old: e.g. `git archive REV | tar -x -C .device/old`), then on this one;
 #   reward: scripts/bench_reward.py on cuda (a GRPO-shaped batch through the reward function and the executor);
 #   recipe: the reward path of a recipe on cuda (RECIPE, default recipes/one-gpu-try/recipe.yaml: its own
 #     reward_kwargs through the reward function, 2 tasks x 8 responses);
@@ -113,7 +113,7 @@ if wants compare; then
   for tree in "$old" .; do
     name=$([[ $tree == . ]] && echo new || echo old)
     (cd "$tree" && PYTHONPATH=/tmp/site:$PWD limited python3 scripts/bench_throughput.py --problems "$problems" \
-      --skip a,cuts --cv-candidates 0 --out "$OUT/bench_throughput_$name.json" "${@:2}") \
+      --skip a,cuts --cv-candidates 0 --n "${COMPARE_N:-16}" --out "$OUT/bench_throughput_$name.json" "${@:2}") \
       2>&1 | stamp | tee "$OUT/bench_throughput_$name.log" | tail -25
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   done
