@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from rubric_rl.agents.config import AgentConfigError, ToolsConfig
 from rubric_rl.reward.config import RewardConfig
 from rubric_rl.reward.runtime import make_executor_for, resolve_backend, use_ray
-from rubric_rl.sandbox import Evaluator, SandboxConfig, Verdict
+from rubric_rl.sandbox import Evaluator, KernelMetricsReport, SandboxConfig, Verdict
 from rubric_rl.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -112,6 +112,7 @@ class SandboxTools:
             }
         )
         self.seed = seed
+        self.ncu = config.ncu
         self.backend = resolve_backend(service)
         self.sandbox = service.sandbox_config(self.backend)
         self.executor = make_executor_for(service, self.backend, use_ray(service))
@@ -123,6 +124,17 @@ class SandboxTools:
     async def evaluate(self, task: Task, program: str, deadline_s: float) -> Verdict:
         """A full evaluation with the tools' seed (never raises for the candidate: a Verdict says what failed)."""
         return await self.executor.evaluate(task, program, deadline_s=deadline_s)
+
+    async def kernel_metrics(self, task: Task, program: str) -> KernelMetricsReport | None:
+        """Nsight Compute's metrics of the program's kernels, with the tools' seed; None where they are off or the
+        backend has no GPU. A run past its bound is a report saying so (never raises for the program)."""
+        if self.ncu is None or self.backend != "cuda":
+            return None
+        bound = self.ncu.timeout_s + 60.0  # the run's own limit, and the worker's start and the queue
+        try:
+            return await asyncio.wait_for(self.executor.kernel_metrics(task, program, self.ncu), bound)
+        except (TimeoutError, asyncio.TimeoutError):
+            return KernelMetricsReport(error=f"Nsight Compute did not finish within {bound:.0f} s", seconds=bound)
 
     async def compile(self, program: str) -> Any:
         """Static and native checks and a compile (``Evaluator.check_compiles``): its report. Where this machine

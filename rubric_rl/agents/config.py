@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rubric_rl.reward.config import ServiceConfig, plain
+from rubric_rl.sandbox import NcuOptions
 from rubric_rl.skills.feedback import FeedbackConfig
 
 
@@ -77,6 +78,11 @@ class ToolsConfig(BaseModel):
     feedback: FeedbackConfig = Field(
         default_factory=FeedbackConfig,
         description="How Verdicts are rendered for the model (the refine card's feedback format).",
+    )
+    ncu: NcuOptions | None = Field(
+        default_factory=NcuOptions,
+        description="Nsight Compute metrics in profile's answer (cuda backend, where ncu is installed): the "
+        "program's kernels measured in a worker of their own, alone on its GPU. None: off.",
     )
 
 

@@ -11,10 +11,9 @@ never reach the model.
 from __future__ import annotations
 
 import re
-import shutil
 from typing import Any
 
-from rubric_rl.sandbox import Status, Verdict
+from rubric_rl.sandbox import KernelMetrics, KernelMetricsReport, Status, Verdict
 from rubric_rl.skills.feedback import FeedbackConfig, TokenCounter, render_feedback
 
 _PATH = re.compile(r"(?<![\w.])/(?:[\w.+-]+/)+([\w.+-]+)")
@@ -81,17 +80,81 @@ def _torch_time(verdict: Verdict) -> list[str]:
     ]
 
 
-def ncu_line(backend: str) -> str:
+NCU_TOP_KERNELS = 8
+_NCU_SHOWN = (  # metric, short label, unit (percentages of the peak, registers per thread)
+    ("sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM", "%"),
+    ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "mem", "%"),
+    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM", "%"),
+    ("sm__warps_active.avg.pct_of_peak_sustained_active", "occupancy", "%"),
+    ("launch__registers_per_thread", "regs", ""),
+    ("l1tex__t_sector_hit_rate.pct", "L1 hit", "%"),
+    ("lts__t_sector_hit_rate.pct", "L2 hit", "%"),
+)
+
+
+def _reading(kernel: KernelMetrics) -> str | None:
+    """What a kernel's throughputs say, where they say something clear."""
+    sm = kernel.metrics.get("sm__throughput.avg.pct_of_peak_sustained_elapsed")
+    memory = kernel.metrics.get("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed")
+    if sm is None or memory is None:
+        return None
+    if memory > 60 and sm < 40:
+        return "memory-bound: move fewer bytes (fuse passes, reuse data on chip, narrower types)"
+    if sm > 60 and memory < 40:
+        return "compute-bound: fewer or cheaper instructions (tensor cores, less index arithmetic)"
+    if sm < 30 and memory < 30:
+        return "latency-bound, the GPU underused: too few blocks or long stalls (put more work in flight)"
+    return None
+
+
+def _kernel_lines(kernel: KernelMetrics) -> list[str]:
+    name = kernel.name if len(kernel.name) <= 80 else kernel.name[:77] + "..."
+    took = f"{kernel.duration_us:.1f} us" if kernel.duration_us is not None else "duration n/a"
+    shown = [
+        f"{label} {kernel.metrics[metric]:.{0 if not unit else 1}f}{unit}"
+        for metric, label, unit in _NCU_SHOWN
+        if metric in kernel.metrics
+    ]
+    lines = [f"- {name} [{kernel.owner}] grid {kernel.grid} block {kernel.block}: {took}; {', '.join(shown) or '-'}"]
+    reading = _reading(kernel)
+    if reading is not None:
+        lines.append(f"  {reading}")
+    return lines
+
+
+def ncu_text(backend: str, report: KernelMetricsReport | None) -> str:
+    """Nsight Compute's lines of the profile: the longest kernels of one forward with their metrics and a reading
+    of each, or one line saying why there are none."""
     if backend != "cuda":
         return "Nsight Compute metrics: unavailable on the cpu backend (no GPU kernels to measure)."
-    if shutil.which("ncu") is None:
-        return "Nsight Compute metrics: unavailable (ncu is not installed on the evaluation host)."
-    return "Nsight Compute metrics: not collected (the sandbox does not run candidates under ncu)."
+    if report is None:
+        return "Nsight Compute metrics: not collected (turned off for these tools)."
+    if not report.kernels:
+        return scrub_paths(f"Nsight Compute metrics: unavailable ({report.error or 'no kernels were recorded'}).")
+    top = sorted(report.kernels, key=lambda k: -(k.duration_us or 0.0))[:NCU_TOP_KERNELS]
+    total = sum(k.duration_us or 0.0 for k in report.kernels)
+    launches = f"{len(report.kernels)} kernel launch{'es' if len(report.kernels) > 1 else ''}"
+    lines = [
+        f"Nsight Compute metrics of one forward ({launches} measured, {total:.1f} us in all; each alone with cold "
+        f"caches, so longer than in the timed runs). Longest first, at most {NCU_TOP_KERNELS} (SM, mem, DRAM: % of "
+        "peak throughput; occupancy: active warps, % of peak; regs: per thread; L1, L2: hit rates):"
+    ]
+    for kernel in top:
+        lines += _kernel_lines(kernel)
+    if report.error:
+        lines.append(f"Nsight Compute also reported: {report.error}")
+    return scrub_paths("\n".join(lines))
 
 
-def profile_text(verdict: Verdict, backend: str, cfg: FeedbackConfig, count: TokenCounter | None = None) -> str:
+def profile_text(
+    verdict: Verdict,
+    backend: str,
+    cfg: FeedbackConfig,
+    count: TokenCounter | None = None,
+    metrics: KernelMetricsReport | None = None,
+) -> str:
     """Top kernels, own-kernel share, remaining PyTorch time, PyTorch ops of the forward, and Nsight Compute's
-    availability."""
+    metrics of its kernels (``metrics``) or why there are none."""
     if verdict.status not in ("correct", "incorrect"):
         return f"No profile: the program did not run to the end (status {verdict.status}). Call check for details."
     extra: list[str] = []
@@ -100,7 +163,7 @@ def profile_text(verdict: Verdict, backend: str, cfg: FeedbackConfig, count: Tok
     elif not verdict.kernels:
         extra.append("Kernel profile: no kernels were recorded for this program.")
     extra += _torch_time(verdict)
-    extra.append(ncu_line(backend))
+    extra.append(ncu_text(backend, metrics))
     body = _render(verdict, cfg, count, trials=[], task_flags=[], findings=[], errors=[])
     return bound_text(body + "\n\n" + "\n".join(extra), cfg.max_chars, cfg.max_tokens, count)
 

@@ -18,7 +18,8 @@ What holds:
 - The model sees digests only: compiler errors, mismatch summaries, timings, kernel names. Never the evaluator's
   files (paths are cut to their last part), reference outputs or input values; the tools' inputs come from a
   seed of their own (see ``backend``), so they are not the inputs that score the submitted program.
-- One evaluation per program version: check, benchmark and profile read the same Verdict.
+- One evaluation per program version: check, benchmark and profile read the same Verdict; profile adds Nsight
+  Compute's metrics (on cuda, where ncu runs), measured once per version in a run of their own.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rubric_rl.agents.backend import SandboxTools
 from rubric_rl.agents.config import ToolsConfig
 from rubric_rl.agents.render import benchmark_text, bound_text, check_text, compile_text, profile_text
-from rubric_rl.sandbox import Verdict
+from rubric_rl.sandbox import KernelMetricsReport, Verdict
 from rubric_rl.skills.feedback import TokenCounter
 from rubric_rl.tasks import Task
 
@@ -84,7 +85,8 @@ class Benchmark(_Args):
 
 class Profile(_Args):
     """Where the current program's time goes: top kernels, share of time in its own kernels, remaining
-    PyTorch time, PyTorch ops its forward runs; Nsight Compute metrics where available."""
+    PyTorch time, PyTorch ops its forward runs; where available, Nsight Compute metrics of its longest kernels
+    (duration, SM and memory throughput, occupancy, registers, cache hit rates)."""
 
 
 class Submit(_Args):
@@ -188,6 +190,7 @@ class ToolSession:
         self.records: list[ToolCallRecord] = []
         self._verdicts: dict[int, Verdict] = {}
         self._evaluating: dict[int, asyncio.Future[Verdict]] = {}
+        self._metrics: dict[int, asyncio.Future[KernelMetricsReport | None]] = {}
 
     @property
     def submitted(self) -> bool:
@@ -216,8 +219,7 @@ class ToolSession:
         return await self._run("benchmark", args or Benchmark(), self._evaluated(benchmark_text))
 
     async def profile(self, args: Profile | None = None) -> ToolResult:
-        render = lambda v, cfg, count: profile_text(v, self.tools.backend, cfg, count)  # noqa: E731
-        return await self._run("profile", args or Profile(), self._evaluated(render))
+        return await self._run("profile", args or Profile(), self._profile)
 
     async def submit(self, args: Submit | None = None) -> ToolResult:
         return await self._run("submit", args or Submit(), self._submit)
@@ -332,19 +334,44 @@ class ToolSession:
         self, render: Callable[[Verdict, Any, TokenCounter | None], str]
     ) -> Callable[[Any], Awaitable[ToolResult]]:
         async def run(args: _Args) -> ToolResult:
-            name = type(args).__name__.lower()
             version = self.version
             verdict = await self._verdict(version)
             text = render(verdict, self.feedback, self.count_tokens)
-            if verdict.infra_error is not None:
-                return ToolResult(
-                    name=name, ok=False, error="evaluator", text=text, status=verdict.status, program_version=version
-                )
-            return ToolResult(
-                name=name, ok=True, text=text, status=verdict.status, program_version=version, verdict=verdict
-            )
+            return self._evaluated_result(type(args).__name__.lower(), verdict, text, version)
 
         return run
+
+    def _evaluated_result(self, name: str, verdict: Verdict, text: str, version: int) -> ToolResult:
+        if verdict.infra_error is not None:
+            return ToolResult(
+                name=name, ok=False, error="evaluator", text=text, status=verdict.status, program_version=version
+            )
+        return ToolResult(
+            name=name, ok=True, text=text, status=verdict.status, program_version=version, verdict=verdict
+        )
+
+    async def _profile(self, args: Profile) -> ToolResult:
+        """The Verdict's profile and, for a program that ran on the GPU, Nsight Compute's metrics of its kernels."""
+        version, program = self.version, self.program
+        assert program is not None
+        verdict = await self._verdict(version)
+        metrics: KernelMetricsReport | None = None
+        ran = verdict.infra_error is None and verdict.status in ("correct", "incorrect")
+        if ran and self.tools.backend == "cuda":
+            metrics = await self._kernel_metrics(version, program)
+        text = profile_text(verdict, self.tools.backend, self.feedback, self.count_tokens, metrics)
+        return self._evaluated_result("profile", verdict, text, version)
+
+    async def _kernel_metrics(self, version: int, program: str) -> KernelMetricsReport | None:
+        """A version's Nsight Compute metrics: measured once (concurrent callers share the run)."""
+        pending = self._metrics.get(version)
+        if pending is None:
+            pending = self._metrics[version] = asyncio.ensure_future(self.tools.kernel_metrics(self.task, program))
+        try:
+            return await asyncio.shield(pending)
+        except Exception:
+            self._metrics.pop(version, None)  # a failure of ours is not kept
+            raise
 
     async def _verdict(self, version: int) -> Verdict:
         """The Verdict of a version: evaluated once (concurrent callers share the run; failed runs are not kept)."""

@@ -4,6 +4,7 @@ runtime guards, timing against eager and torch.compile, profiling; the result is
 from rubric_rl.sandbox.config import HackPolicy, SandboxConfig, Tolerance
 from rubric_rl.sandbox.evaluate import Evaluator, evaluate
 from rubric_rl.sandbox.measure.baseline import TaskBaseline, measure_baseline
+from rubric_rl.sandbox.measure.ncu import KernelMetrics, KernelMetricsReport, NcuOptions
 from rubric_rl.sandbox.run.placement import Placement
 from rubric_rl.sandbox.verdict import Finding, Status, TimingStats, TrialResult, Verdict
 
@@ -11,6 +12,9 @@ __all__ = [
     "Evaluator",
     "Finding",
     "HackPolicy",
+    "KernelMetrics",
+    "KernelMetricsReport",
+    "NcuOptions",
     "Placement",
     "SandboxConfig",
     "Status",

@@ -29,6 +29,8 @@ from rubric_rl.sandbox.build.extension import ExtensionSpec, SpecError, prepare_
 from rubric_rl.sandbox.checks.native import check_native_sources
 from rubric_rl.sandbox.checks.static import check_program
 from rubric_rl.sandbox.config import SandboxConfig
+from rubric_rl.sandbox.measure.kernel_metrics import measure_kernel_metrics
+from rubric_rl.sandbox.measure.ncu import KernelMetricsReport, NcuOptions
 from rubric_rl.sandbox.measure.reference_cache import ReferenceCache, reference_key
 from rubric_rl.sandbox.run.conversation import Conversation
 from rubric_rl.sandbox.run.exchange import exchange
@@ -113,6 +115,19 @@ class Evaluator:
             placement.worker.close()
         run.durations.total_s = time.monotonic() - started
         return self._verdict(run, task_id)
+
+    def kernel_metrics(
+        self,
+        reference: str,
+        candidate: str,
+        options: NcuOptions | None = None,
+        *,
+        task_id: str | None = None,
+        placement: Placement | None = None,
+    ) -> KernelMetricsReport:
+        """Nsight Compute's metrics of each kernel of one candidate forward, in a new worker run under ncu (see
+        ``measure.kernel_metrics``); a report for every call, its ``error`` saying why it has no kernels."""
+        return measure_kernel_metrics(self, reference, candidate, options, task_id=task_id, placement=placement)
 
     def capture(self, candidate: str) -> tuple[list[ExtensionSpec], str | None]:
         """The candidate's load_inline calls, recorded by importing it in a sandboxed worker (no GPU, no build).

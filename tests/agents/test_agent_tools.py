@@ -20,8 +20,10 @@ from rubric_rl.agents import (
     tool_schemas,
 )
 from rubric_rl.agents.backend import SEED_SPAN, field_path, tool_seed
-from rubric_rl.agents.render import bound_text, scrub_paths
-from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.agents.render import bound_text, profile_text, scrub_paths
+from rubric_rl.sandbox import KernelMetrics, KernelMetricsReport, SandboxConfig, Verdict
+from rubric_rl.sandbox.verdict import KernelLaunch
+from rubric_rl.skills.feedback import FeedbackConfig
 from rubric_rl.tasks import Task
 
 
@@ -180,5 +182,127 @@ def test_check_after_compile_finds_the_program_built(task: Task, sandbox_tools: 
         check = await s.check()
         assert check.status == "correct" and check.verdict is not None
         assert set(entries.iterdir()) == built  # no build of its own
+
+    asyncio.run(body())
+
+
+SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEM = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+
+
+def profiled_verdict(status: str = "correct") -> Verdict:
+    kernel = KernelLaunch(name="add_relu_kernel", owner="candidate", calls=1, total_us=10.0)
+    return Verdict(status=status, candidate_sha256="0" * 64, kernels=[kernel], own_kernel_time_share=1.0)
+
+
+def metrics_report() -> KernelMetricsReport:
+    memory_bound = KernelMetrics(
+        name="add_relu_kernel(float const*, float const*, float*, long)",
+        owner="candidate",
+        block="(256, 1, 1)",
+        grid="(4096, 1, 1)",
+        duration_us=12.345,
+        metrics={SM: 21.7, MEM: 88.5, "launch__registers_per_thread": 16.0, "lts__t_sector_hit_rate.pct": 33.25},
+    )
+    small = [
+        KernelMetrics(
+            name=f"void at::native::elementwise_kernel_{i}<" + "x" * 200 + ">",
+            owner="torch",
+            block="(128, 1, 1)",
+            grid="(1, 1, 1)",
+            duration_us=float(i),
+            metrics={SM: 2.0, MEM: 3.0},
+        )
+        for i in range(1, 11)
+    ]
+    return KernelMetricsReport(kernels=[*small, memory_bound], ncu="/opt/nvidia/nsight-compute/ncu", seconds=40.0)
+
+
+def test_profile_renders_nsight_computes_longest_kernels_and_what_they_say() -> None:
+    text = profile_text(profiled_verdict(), "cuda", FeedbackConfig(), None, metrics_report())
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Nsight Compute metrics of one forward"))
+    assert "(11 kernel launches measured, 67.3 us in all;" in lines[head]
+    shown = [line for line in lines[head + 1 :] if line.startswith("- ")]
+    assert len(shown) == 8  # the longest eight of eleven, longest first
+    assert shown[0] == (
+        "- add_relu_kernel(float const*, float const*, float*, long) [candidate] grid (4096, 1, 1) block "
+        "(256, 1, 1): 12.3 us; SM 21.7%, mem 88.5%, regs 16, L2 hit 33.2%"
+    )
+    assert lines[lines.index(shown[0]) + 1].strip().startswith("memory-bound")
+    assert shown[1].startswith("- void at::native::elementwise_kernel_10<xxx") and "[torch]" in shown[1]
+    assert len(shown[1].split(" [torch]")[0]) == 2 + 80  # the name cut to 80 characters
+    assert "latency-bound" in lines[lines.index(shown[1]) + 1]
+    assert "elementwise_kernel_2<" not in text and "elementwise_kernel_1<" not in text
+    assert "nsight-compute" not in text and "/opt" not in text and "DRAM 0" not in text
+
+
+@pytest.mark.parametrize(
+    "backend, report, line",
+    [
+        (
+            "cpu",
+            metrics_report(),
+            "Nsight Compute metrics: unavailable on the cpu backend (no GPU kernels to measure).",
+        ),
+        ("cuda", None, "Nsight Compute metrics: not collected (turned off for these tools)."),
+        (
+            "cuda",
+            KernelMetricsReport(error="ncu is not installed on the evaluation host"),
+            "Nsight Compute metrics: unavailable (ncu is not installed on the evaluation host).",
+        ),
+        (
+            "cuda",
+            KernelMetricsReport(
+                error="the run under ncu failed in the evaluator: stderr: /tmp/rubric-rl-ncu-x/ncu.csv"
+            ),
+            "Nsight Compute metrics: unavailable (the run under ncu failed in the evaluator: stderr: ncu.csv).",
+        ),
+    ],
+)
+def test_profile_says_in_one_line_why_there_are_no_metrics(backend: str, report, line: str) -> None:
+    text = profile_text(profiled_verdict(), backend, FeedbackConfig(), None, report)
+    assert text.splitlines()[-1] == line
+    assert "Nsight Compute metrics of one forward" not in text
+
+
+def test_a_program_that_did_not_run_gets_no_metrics() -> None:
+    text = profile_text(profiled_verdict("compile_error"), "cuda", FeedbackConfig(), None, metrics_report())
+    assert text.startswith("No profile:") and "Nsight" not in text
+
+
+class CudaTools:
+    """The tools' backend on a GPU machine, as far as ``profile`` uses it: a fixed Verdict, counted metrics runs."""
+
+    backend = "cuda"
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+        self.measured: list[str] = []
+
+    async def evaluate(self, task: Task, program: str, deadline_s: float) -> Verdict:
+        return self.verdict
+
+    async def kernel_metrics(self, task: Task, program: str) -> KernelMetricsReport:
+        self.measured.append(program)
+        await asyncio.sleep(0.05)
+        return metrics_report()
+
+
+def test_profile_measures_each_program_version_once(task: Task) -> None:
+    async def body() -> None:
+        tools = CudaTools(profiled_verdict())
+        s = ToolSession(task, tools, ToolsConfig(backend="cpu", max_output_chars=20_000))  # type: ignore[arg-type]
+        await s.write_program(WriteProgram(program="v1"))
+        first, second = await asyncio.gather(s.profile(), s.call("profile", "{}"))
+        assert first.ok and "Nsight Compute metrics of one forward" in first.text and second.text == first.text
+        await s.check()
+        assert tools.measured == ["v1"]  # one run for both calls; check does not measure
+        await s.write_program(WriteProgram(program="v2"))
+        await s.profile()
+        assert tools.measured == ["v1", "v2"]
+        tools.verdict = profiled_verdict("runtime_error")
+        await s.write_program(WriteProgram(program="v3"))
+        assert "No profile" in (await s.profile()).text and tools.measured == ["v1", "v2"]
 
     asyncio.run(body())

@@ -214,3 +214,19 @@ def test_torch_compiles_benchmarks_on_the_gpu_are_admitted_by_the_gate(evaluator
     assert baseline.compile_benchmarks is not None and baseline.compile_benchmarks >= 1, baseline
     assert gate.acquired["shared"] == baseline.compile_benchmarks
     assert gate.acquired["exclusive"] == 1
+
+
+@pytest.mark.alone_on_gpu
+def test_nsight_compute_measures_the_candidates_own_kernel(evaluator, reference):
+    # ncu replays each kernel of one forward: the honest candidate's own kernel is there, with its duration.
+    # Hosts that keep the performance counters to administrators (ERR_NVGPUCTRPERM), or have no ncu, skip.
+    from rubric_rl.sandbox import NcuOptions
+
+    report = evaluator.kernel_metrics(reference, (GPU_PROGRAMS / "honest.py").read_text(), NcuOptions(timeout_s=600))
+    print(f"ncu {report.ncu}: {len(report.kernels)} kernels in {report.seconds:.1f} s, error {report.error}")
+    if not report.kernels and report.error and ("permission" in report.error or "not installed" in report.error):
+        pytest.skip(report.error)
+    own = [k for k in report.kernels if k.owner == "candidate"]
+    assert own and all(k.duration_us is not None and k.duration_us > 0 for k in own), report
+    assert any("add_relu_scale_kernel" in k.name for k in own), [k.name for k in report.kernels]
+    assert report.error is None, report.error

@@ -1,12 +1,16 @@
-"""The worker process's environment: what a cpu-backend worker's allocator is told."""
+"""The worker process's environment (what a cpu-backend worker's allocator is told), and a worker under a
+launcher (as under ncu)."""
 
+import os
 import platform
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from rubric_rl.sandbox import SandboxConfig
+from rubric_rl.sandbox import Evaluator, Placement, SandboxConfig
 from rubric_rl.sandbox.run.process import CPU_MALLOC_TUNABLES, WorkerProcess
 
 # Allocates 20 MB, notes the program break, frees it: does the buffer come from the heap, and does the heap keep it?
@@ -85,3 +89,72 @@ def test_torch_compiles_pool_starts_no_thread_of_its_own_in_a_worker(tmp_path):
     assert "subproc_worker_timer" not in threads(env)
     without = {k: v for k, v in env.items() if k != "TORCHINDUCTOR_QUIESCE_ASYNC_COMPILE_POOL"}
     assert "subproc_worker_timer" in threads(without)  # the probe sees the thread where it is started
+
+
+# A launcher that runs the worker as its child and waits for it, as ncu does (env, below, execs it instead).
+SHELL_LAUNCHER = ["/bin/sh", "-c", '"$@"; exit $?', "launcher"]
+
+
+@pytest.fixture(scope="module")
+def cpu_config(build_cache) -> SandboxConfig:
+    return SandboxConfig(
+        backend="cpu",
+        build={"cache_dir": build_cache},
+        timing={"trials": 5, "warmup_trials": 1, "compile_baseline": False},
+        limits={"run_timeout_s": 120},
+    )
+
+
+def test_a_launched_worker_is_not_asked_where_it_is(cpu_config):
+    # SIGUSR1 would reach the launcher (ncu), not the worker, and kill it.
+    worker = WorkerProcess(cpu_config, launcher=SHELL_LAUNCHER)
+    try:
+        worker.start()
+        assert worker.proc is not None and worker.proc.args[: len(SHELL_LAUNCHER)] == SHELL_LAUNCHER
+        assert worker.proc.args[-1] == "--launched"
+        assert worker.where() == ""
+        assert worker.alive()
+    finally:
+        worker.close()
+
+
+@pytest.mark.slow
+def test_a_full_evaluation_runs_through_a_launcher(cpu_config, examples_dir):
+    # The pipes' descriptors and --launched pass through a launcher that execs the worker's command line.
+    example = examples_dir / "fused_add_relu"
+    placement = Placement(worker=WorkerProcess(cpu_config, launcher=["/usr/bin/env"]))
+    v = Evaluator(cpu_config).evaluate(
+        (example / "reference.py").read_text(), (example / "candidate_correct.py").read_text(), placement=placement
+    )
+    assert v.status == "correct", v.errors
+    assert v.timings is not None and v.timings.candidate is not None and v.timings.candidate.n == 5
+
+
+@pytest.mark.slow
+def test_a_launched_worker_dies_with_its_launcher(cpu_config, examples_dir):
+    import psutil
+
+    from rubric_rl.sandbox.run.messages import FROM_WORKER, Ready, Setup, parse_body, send
+
+    example = examples_dir / "fused_add_relu"
+    worker = WorkerProcess(cpu_config, launcher=SHELL_LAUNCHER)
+    try:
+        chan = worker.start()
+        assert worker.proc is not None
+        setup = Setup(
+            config=cpu_config,
+            reference=(example / "reference.py").read_text(),
+            candidate=(example / "candidate_correct.py").read_text(),
+            memory_fraction=1.0,
+        )
+        send(chan, setup)
+        ready = parse_body(chan.recv(deadline=time.monotonic() + 120), FROM_WORKER)
+        assert isinstance(ready, Ready)  # the worker is past its start (it waits for "go" before its first trial)
+        (child,) = psutil.Process(worker.proc.pid).children()
+        assert "rubric_rl.sandbox.run.worker" in child.cmdline()
+        os.kill(worker.proc.pid, signal.SIGKILL)  # the launcher alone, as a SIGKILL of the evaluator takes it
+        worker.proc.wait(timeout=10)
+        gone, _ = psutil.wait_procs([child], timeout=10)
+        assert gone or child.status() == psutil.STATUS_ZOMBIE
+    finally:
+        worker.close()

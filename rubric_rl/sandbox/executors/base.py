@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rubric_rl.sandbox.measure.ncu import KernelMetricsReport, NcuOptions
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
 
@@ -133,6 +134,11 @@ class Executor(ABC):
     @abstractmethod
     async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         """``evaluate`` without the guard: each executor's own way to reach a Verdict."""
+
+    async def kernel_metrics(self, task: Task, program: str, options: NcuOptions) -> KernelMetricsReport:
+        """Nsight Compute's metrics of the program's kernels (``Evaluator.kernel_metrics``); never raises. Only an
+        executor that can give ncu a GPU to itself runs it."""
+        return KernelMetricsReport(error="this executor does not run Nsight Compute (use the local executor)")
 
     @abstractmethod
     def stats(self) -> dict[str, Any]:

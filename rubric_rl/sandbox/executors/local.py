@@ -35,6 +35,7 @@ from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineL
 from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline, measure_baseline
+from rubric_rl.sandbox.measure.ncu import KernelMetricsReport, NcuOptions, find_ncu
 from rubric_rl.sandbox.run.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
 from rubric_rl.sandbox.run.device_gate import DeviceGate
 from rubric_rl.sandbox.run.placement import Placement
@@ -343,6 +344,41 @@ class LocalExecutor(Executor):
         """One evaluation on the slot's warm worker (in an execution thread)."""
         placement = replace(placement, worker=self._warm.take(slot, placement.cuda_visible_devices))
         return self.evaluator.evaluate(task.code, program, task_id=task.id, placement=placement)
+
+    async def kernel_metrics(self, task: Task, program: str, options: NcuOptions) -> KernelMetricsReport:
+        """Nsight Compute's metrics of one program, in an execution slot with all of its device's memory shares and
+        its gate held exclusively: nothing else runs on the GPU beside ncu's kernel replays, which would disturb
+        the metrics and the other evaluations' timings alike. Never raises."""
+        started = time.monotonic()
+        if self.sandbox.backend != "cuda" or find_ncu(options) is None:  # the evaluator says why not, at once
+            return self.evaluator.kernel_metrics(task.code, program, options, task_id=task.id)
+        free, pending = self._queues()
+        memory, loop = self._memory, asyncio.get_running_loop()
+        assert memory is not None
+        try:
+            async with pending:
+                slot = await free.get()
+                try:
+                    device = self._slot_device[slot]
+                    placement = Placement(
+                        cuda_visible_devices=self._cuda_env(device),
+                        gate=self._gates[device],
+                        alone=True,
+                        memory_fraction=self._memory_fraction(self._shares),
+                    )
+                    async with memory.share(device, self._shares):
+                        return await loop.run_in_executor(
+                            self._exec_pool,
+                            lambda: self.evaluator.kernel_metrics(
+                                task.code, program, options, task_id=task.id, placement=placement
+                            ),
+                        )
+                finally:
+                    free.put_nowait(slot)
+        except Exception as e:  # ours, not the program's: the caller gets a report saying so
+            log.exception("kernel metrics of a candidate for task %s failed inside the evaluator", task.id)
+            error = f"evaluator error: {type(e).__name__}: {e}"
+            return KernelMetricsReport(error=error, seconds=time.monotonic() - started)
 
     def _more_shares(self, shares: int) -> int:
         """The next size up for an evaluation out of ``shares``: half the device, then all of it."""

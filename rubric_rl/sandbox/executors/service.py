@@ -33,7 +33,7 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from rubric_rl.sandbox import SandboxConfig, Verdict
+from rubric_rl.sandbox import KernelMetricsReport, NcuOptions, SandboxConfig, Verdict
 from rubric_rl.sandbox.executors import Executor, ExecutorConfig, infra_verdict, make_executor
 from rubric_rl.tasks import Task
 
@@ -304,6 +304,12 @@ class ThreadedExecutor(Executor):
     async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         result: Verdict = await asyncio.wrap_future(
             self._call(self._inner.evaluate(task, program, deadline_s=deadline_s))
+        )
+        return result
+
+    async def kernel_metrics(self, task: Task, program: str, options: NcuOptions) -> KernelMetricsReport:
+        result: KernelMetricsReport = await asyncio.wrap_future(
+            self._call(self._inner.kernel_metrics(task, program, options))
         )
         return result
 

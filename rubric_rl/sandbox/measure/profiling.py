@@ -9,9 +9,11 @@ candidate's own kernels goes into the Verdict, for the judge and for the policy'
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from rubric_rl.sandbox.verdict import KernelLaunch
+
+Owner = Literal["candidate", "library", "torch"]
 
 _LIBRARY = re.compile(
     r"cublas|cutlass|xmma|gemm|gemv|cudnn|cufft|nvjet|sm\d{2}_|ampere_|hopper_|volta_|turing_|"
@@ -21,7 +23,9 @@ _LIBRARY = re.compile(
 _NOT_KERNELS = re.compile(r"^(?:cuda\w+|Memcpy|Memset|\[memory\]|Activity Buffer)", re.IGNORECASE)
 
 
-def _owner(name: str, own: set[str]) -> str:
+def kernel_owner(name: str, own: set[str]) -> Owner:
+    """Whose kernel ``name`` is: the candidate's (it names one of ``own``, the candidate's ``__global__``
+    functions), a library's, or else ATen's."""
     if any(re.search(rf"\b{re.escape(k)}\b", name) for k in own):
         return "candidate"
     if _LIBRARY.search(name):
@@ -47,7 +51,7 @@ def attribute_kernels(events: list[dict[str, Any]], own_kernels: set[str]) -> tu
         kernels.append(
             KernelLaunch(
                 name=name,
-                owner=_owner(name, own_kernels),  # type: ignore[arg-type]
+                owner=kernel_owner(name, own_kernels),
                 calls=int(e.get("calls", 0)),
                 total_us=float(e.get("total_us", 0.0)),
             )

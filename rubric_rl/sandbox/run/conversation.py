@@ -172,6 +172,8 @@ class Conversation:
             if finished:
                 hold.release()
             t0 = time.monotonic()
+            if finished:
+                worker.settle()
             worker.close()
             run.durations.teardown_s = time.monotonic() - t0
             hold.release()
@@ -185,6 +187,7 @@ class Conversation:
             memory_fraction=self.placement.memory_fraction_of(self.config),
             known_reference=run.known_reference.meta if run.known_reference else None,
             sent_at=time.monotonic(),  # the system's monotonic clock, which the worker shares
+            ncu=run.ncu,
         )
 
     def _handle(self, body: Body, msg: Message, chan: Channel, turns: DeviceTurns) -> bool:
@@ -237,7 +240,11 @@ class Conversation:
             case Timing():
                 self._timing(body, unpack_tensors(msg), chan, hold)
             case Kernels():
-                check_profile(run, body)
+                if not run.ncu:
+                    check_profile(run, body)
+                elif body.error is not None:  # ncu has the kernels; the forward it measured raised
+                    run.runtime_failed = True
+                    run.error(f"profile: {body.error}")
                 run.durations.profile_s = run.close_stage()
             case Done():
                 check_audit(run, body.audit)
@@ -365,6 +372,8 @@ class Conversation:
         run.compared()
         check_integrity(run, body.integrity, body.audit)
         run.durations.correctness_s = run.close_stage()
+        if run.ncu:
+            return self._profile_range(chan, hold)
         go = cfg.timing.enabled and not run.has_hack() and run.trials and all(t.passed for t in run.trials)
         if not go:
             send(chan, Stop())
@@ -380,6 +389,19 @@ class Conversation:
             send(chan, Compile())
             return False
         self._start_timing(chan, turns)
+        return False
+
+    def _profile_range(self, chan: Channel, hold: GateHold) -> bool:
+        """Under Nsight Compute: the forward ncu measures, for a correct program or an incorrect one alike (an agent
+        profiles both); not for a hack or a program that ran no trial. Returns whether the evaluation is over."""
+        run = self.run
+        if run.has_hack() or not run.trials:
+            send(chan, Stop())
+            return True
+        run.durations.device_wait_s += hold.to("shared")
+        run.stage = "profile"
+        run.stage_started = time.monotonic()
+        send(chan, Profile())
         return False
 
     def _settle_baseline(self, hold: GateHold) -> float:

@@ -123,6 +123,12 @@ class Setup(Body):
     sent_at: float | None = Field(
         default=None, description="The evaluator's monotonic clock when it sent this (the worker shares it)."
     )
+    ncu: bool = Field(
+        default=False,
+        description="The worker runs under Nsight Compute: no timing; after its trials, on 'profile', one warm-up "
+        "forward, then one forward inside cudaProfilerStart/Stop, and no torch profiler (its CUPTI use conflicts "
+        "with ncu's).",
+    )
 
 
 class Load(Body):

@@ -7,6 +7,10 @@ environment built from an allowlist (API keys and the like do not pass), core du
 and on the cpu backend an address-space cap. A monitor thread samples the resident memory of the whole
 process group and kills it past the limit (CUDA's address-space reservations rule out RLIMIT_AS there).
 How the process ended is reported in words; an exit status alone never means success.
+
+A worker may run under a launcher (Nsight Compute's ``ncu``, see ``measure.ncu``): the launcher is then the
+process started here, with the same limits and environment, and the worker its child, told so (``--launched``)
+so that it asks to be killed when the launcher goes. Killing the process tree kills both.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -80,14 +85,20 @@ class WorkerProcess:
         cuda_visible_devices: str | None = None,
         ahead: bool = False,
         compiles: bool = False,
+        launcher: Sequence[str] = (),
+        launcher_exit_s: float = 60.0,
     ) -> None:
         """``ahead``: started before it is needed (a spare), so it also imports what its first phases would
         import lazily (torch._dynamo, 1.6 s on 2 cores) while it waits for its setup; ``compiles``: and
-        torch.compile's inductor (0.9 s more: for a spare that will measure a baseline)."""
+        torch.compile's inductor (0.9 s more: for a spare that will measure a baseline). ``launcher``: a command
+        line the worker's own is appended to (``ncu ...``), which runs it as its child; ``launcher_exit_s``: how
+        long a finished worker's launcher may take to end by itself (``settle``: ncu writes its report then)."""
         self.config = config
         self.cuda_visible_devices = cuda_visible_devices
         self.ahead = ahead
         self.compiles = compiles
+        self.launcher = list(launcher)
+        self.launcher_exit_s = launcher_exit_s
         self.workdir = Path(tempfile.mkdtemp(prefix="rubric-rl-worker-"))
         os.chmod(self.workdir, 0o700)
         self.proc: subprocess.Popen[bytes] | None = None
@@ -150,6 +161,7 @@ class WorkerProcess:
         with open(self.workdir / "stdout.log", "wb") as out, open(self.workdir / "stderr.log", "wb") as err:
             self.proc = popen(
                 [
+                    *self.launcher,
                     sys.executable,
                     "-s",
                     "-m",
@@ -158,6 +170,7 @@ class WorkerProcess:
                     str(from_child_w),
                     *(["--ahead"] if self.ahead else []),
                     *(["--compiles"] if self.ahead and self.compiles else []),
+                    *(["--launched"] if self.launcher else []),
                 ],
                 cwd=self.workdir,
                 env=self._env(),
@@ -202,8 +215,10 @@ class WorkerProcess:
                 return
 
     def where(self) -> str:
-        """Ask a live worker for its Python stacks (it dumps them to stderr) and return the innermost frames."""
-        if not self.alive() or self.proc is None:
+        """Ask a live worker for its Python stacks (it dumps them to stderr) and return the innermost frames.
+
+        Nothing for a launched worker: the process started here is its launcher, which SIGUSR1 would hit instead."""
+        if self.launcher or not self.alive() or self.proc is None:
             return ""
         try:
             os.kill(self.proc.pid, signal.SIGUSR1)
@@ -256,6 +271,15 @@ class WorkerProcess:
             return ""
         lines = [ln for ln in data.decode(errors="replace").splitlines() if ln.strip() and "Warning" not in ln]
         return " | ".join(lines[-6:])[-limit:]
+
+    def settle(self) -> None:
+        """After a launched worker's last message: let its launcher end by itself (within ``launcher_exit_s``)
+        before ``close`` kills what is left, since ncu writes its report only once the worker has exited."""
+        if self.launcher and self.proc is not None:
+            try:
+                self.proc.wait(timeout=self.launcher_exit_s)
+            except subprocess.TimeoutExpired:
+                pass
 
     def close(self) -> None:
         self._stop_monitor.set()

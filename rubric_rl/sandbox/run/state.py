@@ -64,6 +64,7 @@ class RunState:
     await_baseline: Callable[[], TaskBaseline | None] | None = None
     compile_here: bool = False  # no task baseline with a compile timing to reuse: the worker times torch.compile
     comparing: Future[TrialResult] | None = None  # the last shipped trial's comparison, running beside the worker
+    ncu: bool = False  # the worker runs under Nsight Compute: no timing, one profiled forward after the trials
 
     def add_finding(
         self,

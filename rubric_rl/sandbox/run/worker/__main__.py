@@ -1,4 +1,5 @@
-"""The worker's entry point: ``python -m rubric_rl.sandbox.run.worker READ_FD WRITE_FD [--ahead] [--compiles]``."""
+"""The worker's entry point: ``python -m rubric_rl.sandbox.run.worker READ_FD WRITE_FD [--ahead] [--compiles]
+[--launched]``."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ def main(argv: list[str]) -> int:
     import faulthandler
     import signal
 
+    if "--launched" in argv[3:]:
+        # Started by a launcher (ncu), not by the evaluator: the evaluator's death signal reached the launcher
+        # only, so the worker asks for its own, and a killed evaluator takes the launcher and then the worker.
+        from rubric_rl.sandbox.run.spawn import die_with_parent
+
+        die_with_parent(signal.SIGKILL, os.getppid())
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the evaluator asks "where are you?" on a timeout
     chan = Channel(int(argv[1]), int(argv[2]))
     import torch  # noqa: F401 - imported before the setup arrives, so a pre-started worker is warm

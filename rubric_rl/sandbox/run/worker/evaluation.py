@@ -1,5 +1,5 @@
 """Evaluation mode: the reference (trusted), the candidate's load, its correctness trials, then, only if the
-evaluator asks, timing and a kernel profile."""
+evaluator asks, timing and a kernel profile; under Nsight Compute (``Setup.ncu``), a profiled range instead."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from rubric_rl.sandbox.run.worker.base import (
     refuse_load,
 )
 from rubric_rl.sandbox.run.worker.correctness import run_candidate_trials
-from rubric_rl.sandbox.run.worker.profile import profile
+from rubric_rl.sandbox.run.worker.profile import profile, profile_range
 from rubric_rl.sandbox.run.worker.reference import ReferencePhase
 from rubric_rl.sandbox.run.worker.timing import CompiledReference, compile_reference, time_models
 
@@ -91,6 +91,13 @@ def evaluate(session: Session) -> None:
         TrialsDone(phases=dict(session.phases), integrity=compare(snapshot), audit=list(session.audit.violations))
     )
     go = session.recv()
+    if session.setup.ncu:  # nothing timed: one forward for ncu to measure, if the evaluator asks for it
+        if isinstance(go, Profile):
+            session.stage = "profile"
+            profile_range(session, ref.module, new_model)
+            session.lap("profile_s")
+            session.send(Done(phases=dict(session.phases), audit=list(session.audit.violations)))
+        return
     compiled_here: CompiledReference | None = None
     if isinstance(go, Compile):  # no task baseline to reuse: torch.compile is timed here, beside the candidate
         session.stage = "compile"

@@ -1,4 +1,5 @@
-"""The kernel profile: one candidate forward under the CUDA profiler, each kernel's name, stream and device time."""
+"""The kernel profile: one candidate forward under the CUDA profiler, each kernel's name, stream and device time;
+or, in a worker under Nsight Compute, one forward inside the range ncu measures."""
 
 from __future__ import annotations
 
@@ -63,3 +64,33 @@ def _kernels(events: list[dict[str, Any]]) -> tuple[list[ProfiledKernel], int]:
         entry.calls += 1
         entry.total_us += float(evt.get("dur", 0.0))
     return list(kernels.values()), current_stream
+
+
+def profile_range(session: Session, reference: types.ModuleType, new_model: Any) -> None:
+    """One forward inside cudaProfilerStart/Stop, for the Nsight Compute this worker runs under (``Setup.ncu``),
+    after one outside it (the candidate's lazy initialisation is not measured). ncu reads the kernels itself, so
+    the message says only whether the forwards ran; the torch profiler stays off, its CUPTI use conflicts with
+    ncu's."""
+    from rubric_rl.sandbox.measure.inputs import clone_inputs
+
+    cuda_profiler = session.torch.cuda.profiler
+    x = session.draw(reference, session.cfg.seed + 20_000)
+    try:
+        session.audit.armed = True
+        new_model(*clone_inputs(x))  # the warm-up on a copy: the measured forward gets inputs no call has seen
+        session.backend.synchronize()
+        session.audit.armed = False  # our own calls into the CUDA runtime
+        cuda_profiler.start()
+        try:
+            session.audit.armed = True
+            new_model(*x)
+            session.backend.synchronize()
+        finally:
+            session.audit.armed = False
+            cuda_profiler.stop()
+    except Exception as e:
+        session.send(Kernels(error=digest_exception(e, "candidate.py")))
+        return
+    finally:
+        session.audit.armed = True
+    session.send(Kernels())
