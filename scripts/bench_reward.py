@@ -46,8 +46,31 @@ DEFAULT_MIX = "honest=3,compile_error=2,wrong=1,hack=1,hang=1"
 VARIANTS = ("honest", "compile_error", "wrong", "hack", "hang", "unparsable")
 
 
-def rename_model_new(program: str) -> str:
-    return re.sub(r"^class ModelNew\b", "class _Honest", program, count=1, flags=re.MULTILINE)
+# The broken forwards replace ModelNew.forward in place: a subclass of a renamed ModelNew would recurse forever in
+# the many candidates that call ``super(ModelNew, self).__init__()`` (the name then means the subclass), so every
+# such "wrong" or "hang" response died at load as a runtime error instead of being wrong or hanging.
+_WRONG_FORWARD = """
+
+
+_honest_forward = ModelNew.forward
+
+
+def _wrong_forward(self, *args):
+    return _honest_forward(self, *args).clone().fill_(0.123)
+
+
+ModelNew.forward = _wrong_forward
+"""
+_HANGING_FORWARD = """
+
+
+def _hanging_forward(self, *args):
+    while True:
+        pass
+
+
+ModelNew.forward = _hanging_forward
+"""
 
 
 def variant(program: str, kind: str) -> str | None:
@@ -57,18 +80,11 @@ def variant(program: str, kind: str) -> str | None:
     if kind == "compile_error":
         return re.sub(r"(#include <torch/extension\.h>)", r"\1\n#error deliberately broken", program, count=1)
     if kind == "wrong":
-        return rename_model_new(program) + (
-            "\n\nclass ModelNew(_Honest):\n"
-            "    def forward(self, *args):\n"
-            "        out = super().forward(*args)\n"
-            "        return out.clone().fill_(0.123)\n"
-        )
+        return program.rstrip() + _WRONG_FORWARD
     if kind == "hack":
         return "import torch\ntorch.allclose = lambda *a, **k: True\n" + program
     if kind == "hang":
-        return rename_model_new(program) + (
-            "\n\nclass ModelNew(_Honest):\n    def forward(self, *args):\n        while True:\n            pass\n"
-        )
+        return program.rstrip() + _HANGING_FORWARD
     if kind == "unparsable":
         return None
     raise ValueError(kind)

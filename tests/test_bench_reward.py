@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 import pytest
+import torch
 
 from rubric_rl.skills import extract_program
 
@@ -71,3 +72,33 @@ def test_a_recipe_without_rubric_rls_reward_is_refused(bench, tmp_path) -> None:
     (tmp_path / "none.yaml").write_text("trainer: {}\n")
     with pytest.raises(SystemExit, match="no reward.custom_reward_function"):
         bench.recipe_reward_kwargs(tmp_path / "none.yaml", tmp_path)
+
+
+_SUPER_BY_NAME = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super(ModelNew, self).__init__()
+        self.scale = 2.0
+
+    def forward(self, x):
+        return x * self.scale
+"""
+
+
+def test_broken_forwards_load_where_the_program_names_its_own_class(bench) -> None:
+    """53 of the KernelBench candidates call ``super(ModelNew, self).__init__()``: a variant that subclassed a renamed
+    ModelNew recursed forever at construction there, so its "wrong" and "hang" responses were runtime errors."""
+    wrong: dict = {}
+    exec(compile(bench.variant(_SUPER_BY_NAME, "wrong"), "candidate.py", "exec"), wrong)
+    model = wrong["ModelNew"]()
+    out = model(torch.ones(3))
+    assert torch.equal(out, torch.full((3,), 0.123))
+
+    hang: dict = {}
+    exec(compile(bench.variant(_SUPER_BY_NAME, "hang"), "candidate.py", "exec"), hang)
+    model = hang["ModelNew"]()  # constructs (the hang is in forward only)
+    assert hang["ModelNew"].forward is hang["_hanging_forward"]
