@@ -17,8 +17,10 @@
 # default .device/problems.jsonl), GPU_TEST_TIMEOUT (per test, s), PYTEST_K (a pytest -k expression selecting gpu
 # tests), GPU_TEST_WORKERS (pytest-xdist processes running the gpu tests side by side; unset: one), BUDGET_S (the
 # seconds all the phases may take: each runs under what is left, and a phase with under a minute left is skipped).
-# Optional: .whl/ (wheels to install without an index, for a machine that has torch but not the rest;
-# .whl/fallback/: numpy, installed only if missing). Logs and JSON results go under $OUT (or runs/gpu-check).
+# Optional: WHEELS (default .whl/: wheels to install without an index, for a machine that has torch but not the
+# rest; its fallback/: numpy, installed only if missing). Logs and JSON results go under $OUT (or runs/gpu-check);
+# BUNDLE=1 packs them at the end into $OUT/gpu-check.tgz, leaving beside it only the top-level logs, env.txt and
+# skipped.txt (for a runner that brings back few files: a rollout's report alone is a dozen).
 set -uo pipefail
 PHASES="all tests sandbox throughput agreement compare reward recipe agents rollout synth"
 IFS=, read -ra phases <<< "${1:-all}"
@@ -31,18 +33,27 @@ OUT=${OUT:-runs/gpu-check}
 PROBLEMS=${PROBLEMS:-.device/problems.jsonl}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+WHEELS=${WHEELS:-.whl}
+if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || exit 1
 fi
 # numpy (the host comparisons' loops) only where the machine's torch environment lacks it: never shadow its own.
-if ! python3 -c "import numpy" 2>/dev/null && ls .whl/fallback/numpy-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/fallback/numpy-*.whl || exit 1
+if ! python3 -c "import numpy" 2>/dev/null && ls "$WHEELS"/fallback/numpy-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$WHEELS"/fallback/numpy-*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/site:$PWD
 export RUBRIC_RL_CACHE=${RUBRIC_RL_CACHE:-/tmp/rubric-rl-cache}
 export RUBRIC_RL_TEST_CACHE=$RUBRIC_RL_CACHE/tests
 status=0
 started=$SECONDS
+bundle() {
+  [[ ${BUNDLE:-} == 1 ]] || return 0
+  local packed
+  packed=$(mktemp --suffix .tgz) && tar czf "$packed" -C "$OUT" . && mv "$packed" "$OUT/gpu-check.tgz" \
+    && find "$OUT" -mindepth 1 -maxdepth 1 ! -name gpu-check.tgz ! -name '*.log' ! -name env.txt ! -name skipped.txt \
+      -exec rm -rf {} +
+}
+trap bundle EXIT
 # wants PHASE: PHASE was asked for (all stands for tests, sandbox and throughput) and time is left for it.
 wants() {
   local p hit=0
