@@ -179,3 +179,23 @@ def busy_worker(procs: dict[int, float]) -> bool:
         except psutil.Error:
             continue
     return False
+
+
+def test_kernel_metrics_through_the_service(local_ray, reference, responses):
+    """The agent's profile tool under Ray asks the node's service: its answer comes back whole (here, on the cpu
+    backend, why there are no GPU kernels to measure), never the default of an executor that cannot run ncu."""
+    from rubric_rl.reward.scorer import SampleInfo, make_reference_task
+    from rubric_rl.sandbox import NcuOptions, SandboxConfig
+    from rubric_rl.sandbox.executors.service import ServiceExecutor, shutdown_service
+    from rubric_rl.sandbox.measure.kernel_metrics import CPU_BACKEND
+    from rubric_rl.skills import extract_program
+
+    client = ServiceExecutor(SandboxConfig(backend="cpu"), name="rubric_rl.eval.ncu", namespace=NAMESPACE)
+    program = extract_program(responses["correct"]).program
+    assert program is not None
+    task = make_reference_task(reference, SampleInfo(task_id="fused_add_relu"), "test")
+    try:
+        report = asyncio.run(client.kernel_metrics(task, program, NcuOptions(max_kernels=3)))
+        assert report.error == CPU_BACKEND and report.kernels == []
+    finally:
+        shutdown_service("rubric_rl.eval.ncu", NAMESPACE)

@@ -137,7 +137,7 @@ class Executor(ABC):
 
     async def kernel_metrics(self, task: Task, program: str, options: NcuOptions) -> KernelMetricsReport:
         """Nsight Compute's metrics of the program's kernels (``Evaluator.kernel_metrics``); never raises. Only an
-        executor that can give ncu a GPU to itself runs it."""
+        executor that can give ncu a GPU to itself runs it (the local one, and a node's service around it)."""
         return KernelMetricsReport(error="this executor does not run Nsight Compute (use the local executor)")
 
     @abstractmethod

@@ -173,6 +173,22 @@ class EvaluationService:
                     self.evaluations += 1
         return verdict.model_dump_json()
 
+    def kernel_metrics(self, task: str, program: str, options: str, client: str) -> str:
+        """Nsight Compute's metrics of the program's kernels (``Executor.kernel_metrics``), as JSON; one of the
+        service's bounded calls, like an evaluation."""
+        executor = self._ready()
+        with self._gate:
+            with self._lock:
+                self.clients.add(client)
+            try:
+                report = executor.kernel_metrics_now(
+                    Task.model_validate_json(task), program, NcuOptions.model_validate_json(options)
+                )
+            except Exception as e:  # the caller's profile tool says why there are no metrics, it does not fail
+                log.exception("evaluation service: kernel metrics raised")
+                report = KernelMetricsReport(error=f"evaluation service: {type(e).__name__}: {e}")
+        return report.model_dump_json()
+
     def stats(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
@@ -256,6 +272,17 @@ class ServiceExecutor(Executor):
             return infra_verdict(task, program, f"evaluation service {self.name} is gone: {type(e).__name__}")
         return Verdict.model_validate_json(text)
 
+    async def kernel_metrics(self, task: Task, program: str, options: NcuOptions) -> KernelMetricsReport:
+        actor = self.actor()
+        try:
+            text = await actor.kernel_metrics.remote(
+                task.model_dump_json(), program, options.model_dump_json(), self.client
+            )
+        except (self.ray.exceptions.RayActorError, self.ray.exceptions.ActorUnavailableError) as e:
+            self._actor = None
+            return KernelMetricsReport(error=f"evaluation service {self.name} is gone: {type(e).__name__}")
+        return KernelMetricsReport.model_validate_json(text)
+
     def stats(self) -> dict[str, Any]:
         result: dict[str, Any] = self.ray.get(self.actor().stats.remote())
         return result
@@ -311,6 +338,11 @@ class ThreadedExecutor(Executor):
         result: KernelMetricsReport = await asyncio.wrap_future(
             self._call(self._inner.kernel_metrics(task, program, options))
         )
+        return result
+
+    def kernel_metrics_now(self, task: Task, program: str, options: NcuOptions) -> KernelMetricsReport:
+        """``kernel_metrics`` for a caller on no event loop (a thread of the service actor)."""
+        result: KernelMetricsReport = self._call(self._inner.kernel_metrics(task, program, options)).result()
         return result
 
     def evaluate_now(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
