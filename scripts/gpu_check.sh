@@ -5,8 +5,9 @@
 # PHASES is one phase or several joined by commas (tests,agents,rollout); arguments go to a lone phase only.
 # all runs tests, sandbox and throughput; the others run only when named:
 #   agreement (bash scripts/gpu_check.sh agreement --n 5);
-#   compare: the throughput benchmark's (b) and (c) on COMPARE_N candidates (default 16) on an older tree
-#     (OLD_TREE, default .device/old: e.g. `git archive REV | tar -x -C .device/old`), then on this one;
+#   compare: the throughput benchmark's (b) and (c) on COMPARE_N candidates (default 16), on an older tree
+#     (OLD_TREE, default .device/old: e.g. `git archive REV | tar -x -C .device/old`) and on this one, in the
+#     order COMPARE_ORDER (default old,new,new,old), then new / old of the mean wall per mode (compare.log);
 #   reward: scripts/bench_reward.py on cuda (a GRPO-shaped batch through the reward function and the executor);
 #   recipe: the reward path of a recipe on cuda (RECIPE, default recipes/one-gpu-try/recipe.yaml: its own
 #     reward_kwargs through the reward function, 2 tasks x 8 responses);
@@ -26,6 +27,10 @@ PHASES="all tests sandbox throughput agreement compare reward recipe agents roll
 IFS=, read -ra phases <<< "${1:-all}"
 for p in "${phases[@]}"; do
   [[ " $PHASES " == *" $p "* ]] || { echo "gpu_check.sh: unknown phase '$p' (${PHASES// /|})" >&2; exit 2; }
+done
+IFS=, read -ra order <<< "${COMPARE_ORDER:-old,new,new,old}"
+for name in "${order[@]}"; do
+  [[ $name == old || $name == new ]] || { echo "gpu_check.sh: COMPARE_ORDER names old and new only, not '$name'" >&2; exit 2; }
 done
 (( ${#phases[@]} == 1 )) || (( $# <= 1 )) || { echo "gpu_check.sh: benchmark arguments go with one phase only" >&2; exit 2; }
 stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
@@ -119,15 +124,19 @@ if wants agreement; then
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if wants compare; then
-  old=${OLD_TREE:-.device/old}
   problems=$(realpath "$PROBLEMS")
-  for tree in "$old" .; do
-    name=$([[ $tree == . ]] && echo new || echo old)
+  declare -A runs=()
+  for name in "${order[@]}"; do
+    runs[$name]=$(( ${runs[$name]:-0} + 1 ))
+    tree=$([[ $name == new ]] && echo . || echo "${OLD_TREE:-.device/old}")
+    run=bench_throughput_$name${runs[$name]}
     (cd "$tree" && PYTHONPATH=/tmp/site:$PWD limited python3 scripts/bench_throughput.py --problems "$problems" \
-      --skip a,cuts --cv-candidates 0 --n "${COMPARE_N:-16}" --out "$OUT/bench_throughput_$name.json" "${@:2}") \
-      2>&1 | stamp | tee "$OUT/bench_throughput_$name.log" | tail -25
+      --skip a,cuts --cv-candidates 0 --n "${COMPARE_N:-16}" --out "$OUT/$run.json" "${@:2}") \
+      2>&1 | stamp | tee "$OUT/$run.log" | tail -12
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   done
+  PYTHONPATH=/tmp/site python3 scripts/compare_throughput.py "$OUT"/bench_throughput_{old,new}[0-9]*.json \
+    --out "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" || status=1
 fi
 if wants reward; then
   limited python3 scripts/bench_reward.py --device cuda --problems "$PROBLEMS" --out "$OUT/bench_reward.json" "${@:2}" \

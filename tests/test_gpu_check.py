@@ -42,3 +42,10 @@ def test_a_spent_budget_skips_every_phase_and_the_results_are_packed(tmp_path: P
     with tarfile.open(out / "gpu-check.tgz") as packed:
         names = {Path(n).name for n in packed.getnames()}
     assert {"env.txt", "skipped.txt"} <= names
+
+
+def test_a_compare_order_naming_a_third_tree_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    done = _run(tmp_path / "out", "compare", COMPARE_ORDER="old,new,newer")
+    assert done.returncode == 2
+    assert "not 'newer'" in done.stderr
+    assert not (tmp_path / "out").exists()
