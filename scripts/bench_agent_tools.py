@@ -107,7 +107,9 @@ async def run_calls(task: Any, programs: dict[str, str], sessions: int, config: 
             result = await session.call(name, arguments(args, programs))
             record = session.records[-1]
             cache = "cold" if i == 0 else "warm"
-            rows.append({"session": i, "cache": cache, "label": label, **record.model_dump(mode="json")})
+            # The text the model reads, so that a report can show it (the profile's Nsight Compute lines above all).
+            row = {"session": i, "cache": cache, "label": label, **record.model_dump(mode="json"), "text": result.text}
+            rows.append(row)
             print(
                 f"session {i} {name:<13} {record.latency_s:8.2f} s  {result.error or result.status or 'ok'}", flush=True
             )
