@@ -16,9 +16,11 @@ returns), ``unparsable`` (prose, no program). Each response is wrapped in Markdo
 ``--recipe``: the reward phase takes the recipe's own ``reward_kwargs`` (``reward.custom_reward_function``
 of its YAML, read without verl: only ``ledger.dir`` is set to the phase's run folder, and the backend is left to
 the reward's default, CUDA where a GPU is visible), so a recipe's reward path runs where verl cannot.
-Each phase starts on a fresh build cache (``--warm`` runs both again on their now warm caches). The table
-gives rewards per hour, the reward's wall time over the executor's, and per variant the statuses, mean score
-and the longest evaluation (how long a hung sample held its slot).
+Each phase starts on a fresh build cache (``--warm`` runs both again on their now warm caches). The tables
+give rewards per hour, the reward's wall time over the executor's, per variant the statuses, mean score and the
+longest time from submission to result, and per variant the mean seconds from submission to result against the
+Verdict's own stages (the reward phase's from its ledger): its total, builds, waits for the device or the task's
+baseline, and the rest, spent in a worker holding an execution slot.
 """
 
 from __future__ import annotations
@@ -154,7 +156,8 @@ async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], flo
     async def one(row: dict) -> dict:
         t = time.monotonic()
         v = await executor.evaluate(row["task"], row["program"])
-        return {"variant": row["variant"], "status": v.status, "seconds": time.monotonic() - t}
+        seconds = time.monotonic() - t
+        return {"variant": row["variant"], "status": v.status, "seconds": seconds, "stages": v.durations.model_dump()}
 
     results = await asyncio.gather(*(one(r) for r in rows if r["program"] is not None))
     return list(results), time.monotonic() - started
@@ -196,7 +199,7 @@ async def score_chunk(chunk: list[dict], kwargs: dict[str, Any]) -> list[dict]:
         out = await compute_score(
             "bench", row["response"], row["task"].code, info, group_id=row["task"].id, group_size=row["k"], **kwargs
         )
-        return {"variant": row["variant"], "seconds": time.monotonic() - t, **out}
+        return {"variant": row["variant"], "sample": (row["task"].id, row["i"]), "seconds": time.monotonic() - t, **out}
 
     return list(await asyncio.gather(*(one(r) for r in chunk)))
 
@@ -220,7 +223,21 @@ async def reward_function(rows: list[dict], args: argparse.Namespace, run_dir: P
         parts = await asyncio.gather(*(w.score.remote(c, kwargs) for w, c in zip(workers, chunks, strict=True)))
     else:
         parts = await asyncio.gather(*(score_chunk(c, kwargs) for c in chunks))
-    return [x for p in parts for x in p], time.monotonic() - started
+    wall = time.monotonic() - started
+    return with_ledger_stages([x for p in parts for x in p], run_dir), wall
+
+
+def with_ledger_stages(results: list[dict], run_dir: Path) -> list[dict]:
+    """Each result with its Verdict's stage seconds, from the reward ledger (compute_score returns only the
+    reward's own stages): a ledger record names its sample by task and index within the group."""
+    from rubric_rl.reward.ledger import ledger_dir, read_ledger
+
+    stages = {(rec.task_id, rec.index): rec.verdict.durations.model_dump() for rec in read_ledger(ledger_dir(run_dir))}
+    for r in results:
+        found = stages.get(r["sample"])
+        if found is not None:
+            r["stages"] = found
+    return results
 
 
 def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, Any]:
@@ -238,6 +255,7 @@ def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, An
             "mean_score": sum(scores) / len(scores) if scores else None,
             "max_evaluate_s": max(evals),
             "mean_s": sum(r["seconds"] for r in rs) / len(rs),
+            "stages": mean_stages([r["stages"] for r in rs if "stages" in r]),
         }
     return {
         "phase": name,
@@ -246,6 +264,23 @@ def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, An
         "per_hour": 3600 * len(results) / wall,
         "variants": variants,
     }
+
+
+STAGE_COLUMNS = ("total_s", "build_s", "device_wait_s", "worker_s")
+
+
+def mean_stages(stages: list[dict[str, float]]) -> dict[str, float] | None:
+    """Mean seconds of the Verdicts' stages: the evaluation's own time (total), its builds, its waits for the
+    device or the task's baseline, and the rest, ``worker_s``: what the evaluation spent in its worker (setup,
+    reference, load, trials, timing, teardown), which holds an execution slot."""
+    if not stages:
+        return None
+    n = len(stages)
+    out = {k: sum(st.get(k, 0.0) for st in stages) / n for k in STAGE_COLUMNS[:3]}
+    out["worker_s"] = (
+        out["total_s"] - out["build_s"] - out["device_wait_s"] - sum(st.get("static_s", 0.0) for st in stages) / n
+    )
+    return out
 
 
 def status_of(r: dict) -> str:
@@ -291,6 +326,17 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
                 ]
             )
     print_table("per variant", ["phase", "variant", "n", "statuses", "mean score", "max eval s"], rows_out)
+    stage_rows = [
+        [p["phase"], kind, fmt(v["mean_s"], ".1f"), *(fmt(v["stages"][k], ".1f") for k in STAGE_COLUMNS)]
+        for p in report["phases"]
+        for kind, v in p["variants"].items()
+        if v.get("stages")
+    ]
+    if stage_rows:
+        # latency: from the sample's submission to its result (queues and prebuilds included); total_s and the
+        # rest: the Verdict's own stages (a prebuilt extension's build is not in them).
+        columns = ["phase", "variant", "latency_s", *STAGE_COLUMNS]
+        print_table("per variant, mean seconds", columns, stage_rows)
 
 
 def main() -> None:

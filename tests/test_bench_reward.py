@@ -102,3 +102,35 @@ def test_broken_forwards_load_where_the_program_names_its_own_class(bench) -> No
     exec(compile(bench.variant(_SUPER_BY_NAME, "hang"), "candidate.py", "exec"), hang)
     model = hang["ModelNew"]()  # constructs (the hang is in forward only)
     assert hang["ModelNew"].forward is hang["_hanging_forward"]
+
+
+def test_stage_means_split_the_evaluation_into_builds_waits_and_worker_time(bench) -> None:
+    stages = [
+        {"total_s": 10.0, "build_s": 4.0, "device_wait_s": 1.0, "static_s": 0.5},
+        {"total_s": 20.0, "build_s": 0.0, "device_wait_s": 3.0, "static_s": 0.5},
+    ]
+    assert bench.mean_stages(stages) == {"total_s": 15.0, "build_s": 2.0, "device_wait_s": 2.0, "worker_s": 10.5}
+    assert bench.mean_stages([]) is None
+
+
+def test_the_reward_phase_takes_each_samples_stages_from_its_ledger_record(bench, tmp_path) -> None:
+    from rubric_rl.reward.ledger import ledger_dir, write_ledger
+    from rubric_rl.reward.record import RewardRecord
+    from rubric_rl.sandbox.verdict import StageDurations, Verdict
+
+    def record(task: str, index: int, total: float) -> RewardRecord:
+        verdict = Verdict(
+            status="correct", task_id=task, candidate_sha256="0" * 64, durations=StageDurations(total_s=total)
+        )
+        return RewardRecord(
+            sample_id=f"{task}-{index}", task_id=task, index=index, data_source="bench", skill="generate",
+            response="...", verdict=verdict, score=1.0, config_hash="h",
+        )  # fmt: skip
+
+    ledger_dir(tmp_path).mkdir(parents=True)
+    write_ledger(
+        [record("T-1", 0, 5.0), record("T-1", 1, 7.0), record("T-2", 0, 9.0)], ledger_dir(tmp_path) / "a.jsonl"
+    )
+    results = [{"sample": ("T-1", 1)}, {"sample": ("T-2", 0)}, {"sample": ("T-3", 0)}]
+    out = bench.with_ledger_stages(results, tmp_path)
+    assert [r.get("stages", {}).get("total_s") for r in out] == [7.0, 9.0, None]
