@@ -1,11 +1,13 @@
 """Seconds per stage of one Evaluator (no executor) evaluating one candidate again and again on a warm cache.
 
 Self-contained (no benchlib, only rubric_rl's oldest public API), so that it runs against any tree of the package:
-put the tree first on PYTHONPATH to compare two trees' evaluation paths on the same machine, alternating them:
+run it from the tree's root with the tree on PYTHONPATH (the sandbox's own processes find the package from their
+working directory) to compare two trees' evaluation paths on one machine, alternating them:
 
+    bench=$PWD/scripts/bench_evaluator.py
     for tree in old new new old; do
-      PYTHONPATH=$([[ $tree == new ]] && echo $PWD || echo $PWD/.device/old) RUBRIC_RL_CACHE=/tmp/bench-eval-$tree \\
-        python scripts/bench_evaluator.py --n 5 --out runs/bench_evaluator_$tree.json
+      dir=$([[ $tree == new ]] && echo $PWD || echo $PWD/.device/old)
+      (cd "$dir" && PYTHONPATH=$dir RUBRIC_RL_CACHE=/tmp/bench-eval-$tree python "$bench" --out /tmp/bench-eval.json)
     done
 
 The first evaluation (builds, the worker's first imports) is not counted. cpu: the bundled fused add + ReLU; any
