@@ -232,6 +232,8 @@ def with_ledger_stages(results: list[dict], run_dir: Path) -> list[dict]:
     reward's own stages): a ledger record names its sample by task and index within the group."""
     from rubric_rl.reward.ledger import ledger_dir, read_ledger
 
+    if not ledger_dir(run_dir).exists():  # no sample reached the ledger: keep the phase's own numbers
+        return results
     stages = {(rec.task_id, rec.index): rec.verdict.durations.model_dump() for rec in read_ledger(ledger_dir(run_dir))}
     for r in results:
         found = stages.get(r["sample"])

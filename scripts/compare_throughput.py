@@ -16,6 +16,7 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchlib import print_table, write_json
 
@@ -35,10 +36,10 @@ def load_runs(paths: list[Path]) -> dict[str, list[dict[str, float]]]:
     return runs
 
 
-def compare(runs: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, object]]:
+def compare(runs: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, Any]]:
     """Per mode: both trees' wall seconds per run, their means, and new / old of the means (None where a tree has
     no run of that mode)."""
-    table: dict[str, dict[str, object]] = {}
+    table: dict[str, dict[str, Any]] = {}
     for mode in MODES:
         old = [run[mode] for run in runs["old"] if mode in run]
         new = [run[mode] for run in runs["new"] if mode in run]
@@ -59,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             [
                 mode,
-                ", ".join(f"{s:.1f}" for s in row["old_wall_s"]),  # type: ignore[attr-defined]
-                ", ".join(f"{s:.1f}" for s in row["new_wall_s"]),  # type: ignore[attr-defined]
+                ", ".join(f"{s:.1f}" for s in row["old_wall_s"]),
+                ", ".join(f"{s:.1f}" for s in row["new_wall_s"]),
                 "-" if ratio is None else f"{ratio:.3f}",
             ]
         )

@@ -134,3 +134,8 @@ def test_the_reward_phase_takes_each_samples_stages_from_its_ledger_record(bench
     results = [{"sample": ("T-1", 1)}, {"sample": ("T-2", 0)}, {"sample": ("T-3", 0)}]
     out = bench.with_ledger_stages(results, tmp_path)
     assert [r.get("stages", {}).get("total_s") for r in out] == [7.0, 9.0, None]
+
+
+def test_a_phase_without_a_ledger_keeps_its_results(bench, tmp_path) -> None:
+    results = [{"sample": ("T-1", 0), "seconds": 1.0}]
+    assert bench.with_ledger_stages(results, tmp_path / "no-run") == [{"sample": ("T-1", 0), "seconds": 1.0}]
