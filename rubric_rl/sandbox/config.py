@@ -160,9 +160,10 @@ class LimitsConfig(_Section):
     stage_timeout_factor: float = Field(
         default=50.0,
         ge=1,
-        description="A correctness trial, and the timed rounds, may take this many times what the reference's own "
-        "trials took (measured in the same worker) before the run is a timeout: a hung candidate costs seconds, "
-        "not run_timeout_s (in RL, one hung sample holds a GRPO batch).",
+        description="Loading the candidate, a correctness trial, and the timed rounds may take this many times "
+        "what the reference's own import and model, or its trials, took (measured in the same worker) before the "
+        "run is a timeout: a hung candidate costs seconds, not run_timeout_s (in RL, one hung sample holds a GRPO "
+        "batch).",
     )
     stage_timeout_floor_s: float = Field(
         default=30.0,

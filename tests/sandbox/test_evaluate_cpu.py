@@ -109,6 +109,17 @@ def test_a_hang_costs_what_the_reference_takes_not_the_run_limit(evaluator, refe
     assert v.durations.total_s < 150
 
 
+def test_a_hang_while_loading_costs_what_the_reference_takes_not_the_run_limit(evaluator, reference):
+    # A candidate that never finishes building ModelNew held its slot for run_timeout_s: loading had no limit of
+    # its own. It now gets stage_timeout_factor times the reference's import and model, at least the floor.
+    limits = {"run_timeout_s": 300, "stage_timeout_factor": 1, "stage_timeout_floor_s": 8}
+    v = run(evaluator, reference, PROGRAMS / "fault_hang_at_load.py", limits=limits)
+    assert v.status == "timeout"
+    assert "stage: load" in v.errors[0], v.errors
+    assert "to import the reference and build its model" in v.errors[0], v.errors
+    assert v.durations.total_s < 150
+
+
 def test_the_evaluators_own_time_does_not_count_against_the_worker(evaluator, reference, examples_dir, monkeypatch):
     # Under a loaded host, comparing large outputs here took longer than the worker's whole limit (four gpu
     # test processes on one H200 host): the worker, idle and waiting for "go", was timed out.

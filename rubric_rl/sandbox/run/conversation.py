@@ -70,22 +70,26 @@ class StageLimit:
 
 
 def stage_limit(run: RunState, config: SandboxConfig, ceiling_s: float) -> StageLimit | None:
-    """How long the worker may go without a message in the current stage, from the reference's own time: a
-    correctness trial gets ``stage_timeout_factor`` reference trials, the timed rounds that many per timed call
-    (warm-ups included, three models); never less than the floor, never more than ``ceiling_s``. None: the run's
-    limit alone (stages the reference has no counterpart of, or no reference time measured)."""
-    per_trial, limits = run.reference_trial_s, config.limits
-    if per_trial is None:
-        return None
-    if run.stage == "correctness":
-        calls = 1
-    elif run.stage == "timing":
-        calls = 3 * (config.timing.trials + config.timing.warmup_trials)
+    """How long the worker may go without a message in the current stage, from the reference's own time: loading
+    the candidate gets ``stage_timeout_factor`` times what importing the reference and building its model took, a
+    correctness trial that many reference trials, the timed rounds that many per timed call (warm-ups included,
+    three models); never less than the floor, never more than ``ceiling_s``. None: the run's limit alone (stages
+    the reference has no counterpart of, or no reference time measured)."""
+    limits = config.limits
+    if run.stage == "load":
+        if run.reference_model_s is None:
+            return None
+        measured, calls = run.reference_model_s, 1
+        what = f"{measured:.1f} s to import the reference and build its model"
+    elif run.stage in ("correctness", "timing") and run.reference_trial_s is not None:
+        measured = run.reference_trial_s
+        calls = 1 if run.stage == "correctness" else 3 * (config.timing.trials + config.timing.warmup_trials)
+        what = f"{measured * 1e3:.1f} ms a trial"
     else:
         return None
-    s = min(ceiling_s, max(limits.stage_timeout_floor_s, limits.stage_timeout_factor * per_trial * calls))
+    s = min(ceiling_s, max(limits.stage_timeout_floor_s, limits.stage_timeout_factor * measured * calls))
     why = (
-        f"{s:.0f} s (derived from the reference's {per_trial * 1e3:.1f} ms a trial: x{limits.stage_timeout_factor:g}"
+        f"{s:.0f} s (derived from the reference's {what}: x{limits.stage_timeout_factor:g}"
         f"{f' x {calls} calls' if calls > 1 else ''}, at least {limits.stage_timeout_floor_s:g} s)"
     )
     return StageLimit(s, why)
@@ -262,6 +266,7 @@ class Conversation:
 
     def _reference(self, body: Reference, msg: Message) -> None:
         run, cfg = self.run, self.config
+        run.reference_model_s = body.phases.get("reference_model_s")
         if run.known_reference is not None:  # the worker drew the inputs only
             run.ref_meta = run.known_reference.meta
             run.ref_values = run.known_reference.values

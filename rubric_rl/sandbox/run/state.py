@@ -45,6 +45,7 @@ class RunState:
     reference_key: str | None = None
     known_reference: KnownReference | None = None
     reference_trial_s: float | None = None  # the reference's own seconds per trial, measured by the worker
+    reference_model_s: float | None = None  # the worker's seconds importing the reference and building its model
     timings: Timings | None = None
     kernels: list[KernelLaunch] = field(default_factory=list)
     own_share: float | None = None
