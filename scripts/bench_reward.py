@@ -3,6 +3,7 @@
     python scripts/bench_reward.py --device cuda --problems problems.jsonl --tasks 16 --k 8 --out runs/bench_reward.json
     python scripts/bench_reward.py --device cpu --tasks 2 --k 4            # the bundled cpu candidates
     python scripts/bench_reward.py --device cuda --recipe recipes/one-gpu-try/recipe.yaml --skip exec --tasks 2 --k 8
+    python scripts/bench_reward.py --device cuda --tasks 8 --k 8 --skip exec --slots-per-gpu 4   # the reward alone
 
 N tasks x K responses each: per task the honest candidate and broken variants of it, in proportions like early
 RL (``--mix``): ``compile_error`` (a ``#error`` in its C++/CUDA source), ``wrong`` (its outputs overwritten
@@ -141,15 +142,15 @@ def fresh_cache(label: str) -> str:
 _executors: dict[str, Any] = {}
 
 
-async def executor_alone(rows: list[dict], device: str) -> tuple[list[dict], float]:
-    """The programs through the executor the reward's in-process path uses (kept for the warm pass, as the
-    reward keeps its own), all at once."""
+async def executor_alone(rows: list[dict], device: str, executor_fields: dict[str, Any]) -> tuple[list[dict], float]:
+    """The programs through the executor the reward's in-process path uses, with the same ``executor_fields``
+    (kept for the warm pass, as the reward keeps its own), all at once."""
     from rubric_rl.sandbox import SandboxConfig
     from rubric_rl.sandbox.executors import ExecutorConfig
     from rubric_rl.sandbox.executors.service import ThreadedExecutor
 
     if device not in _executors:
-        _executors[device] = ThreadedExecutor(SandboxConfig(backend=device), ExecutorConfig())
+        _executors[device] = ThreadedExecutor(SandboxConfig(backend=device), ExecutorConfig(**executor_fields))
     executor = _executors[device]
     started = time.monotonic()
 
@@ -178,15 +179,23 @@ def recipe_reward_kwargs(recipe: Path, run_dir: Path) -> dict[str, Any]:
     return {**kwargs, "ledger": {**(kwargs.get("ledger") or {}), "dir": str(run_dir)}}
 
 
+def executor_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """ExecutorConfig fields both phases set (none: the executor's defaults)."""
+    return {} if args.slots_per_gpu is None else {"slots_per_gpu": args.slots_per_gpu}
+
+
 def reward_kwargs(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     if args.recipe is not None:
-        return recipe_reward_kwargs(args.recipe, run_dir)
-    return {
-        "backend": args.device,
-        "judge": {"offline": True, "cache": False},
-        "service": {"mode": "ray" if args.ray else "inprocess"},
-        "ledger": {"dir": str(run_dir)},
-    }
+        kwargs = recipe_reward_kwargs(args.recipe, run_dir)
+    else:
+        kwargs = {
+            "backend": args.device,
+            "judge": {"offline": True, "cache": False},
+            "service": {"mode": "ray" if args.ray else "inprocess"},
+            "ledger": {"dir": str(run_dir)},
+        }
+    fields = executor_fields(args)
+    return {**kwargs, "executor": {**(kwargs.get("executor") or {}), **fields}} if fields else kwargs
 
 
 async def score_chunk(chunk: list[dict], kwargs: dict[str, Any]) -> list[dict]:
@@ -352,6 +361,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8, help="reward-loop workers (reward.num_workers)")
     ap.add_argument("--ray", action="store_true", help="workers as Ray actors sharing the evaluation service")
     ap.add_argument("--recipe", type=Path, default=None, help="the reward kwargs of this recipe YAML (see above)")
+    ap.add_argument("--slots-per-gpu", type=int, default=None, help="execution slots per GPU, both phases")
     ap.add_argument("--warm", action="store_true", help="run both phases again on their warm caches")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: exec,reward")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_reward.json"))
@@ -375,6 +385,7 @@ def main() -> None:
         "workers": args.workers,
         "ray": args.ray,
         "recipe": str(args.recipe) if args.recipe else None,
+        "executor": executor_fields(args),
         "cores": os.cpu_count(),
         "phases": [],
     }
@@ -388,7 +399,7 @@ def main() -> None:
             os.environ["RUBRIC_RL_CACHE"] = caches[phase]
             print(f"{phase} ({label}): {len(rows)} responses, cache {caches[phase]}", flush=True)
             if phase == "exec":
-                results, wall = asyncio.run(executor_alone(rows, args.device))
+                results, wall = asyncio.run(executor_alone(rows, args.device, executor_fields(args)))
             else:
                 results, wall = asyncio.run(reward_function(rows, args, Path(caches[phase]) / "run"))
             report["phases"].append(summarize_phase(f"{phase} ({label})", results, wall))

@@ -139,3 +139,21 @@ def test_the_reward_phase_takes_each_samples_stages_from_its_ledger_record(bench
 def test_a_phase_without_a_ledger_keeps_its_results(bench, tmp_path) -> None:
     results = [{"sample": ("T-1", 0), "seconds": 1.0}]
     assert bench.with_ledger_stages(results, tmp_path / "no-run") == [{"sample": ("T-1", 0), "seconds": 1.0}]
+
+
+def test_slots_per_gpu_reach_both_phases_and_keep_a_recipes_executor_fields(bench, tmp_path) -> None:
+    import argparse
+
+    from rubric_rl.resources import content_dir
+    from rubric_rl.reward.config import RewardConfig
+
+    args = argparse.Namespace(recipe=None, device="cuda", ray=False, slots_per_gpu=4)
+    assert bench.executor_fields(args) == {"slots_per_gpu": 4}
+    kwargs = bench.reward_kwargs(args, tmp_path / "run")
+    assert kwargs["executor"] == {"slots_per_gpu": 4}
+    assert RewardConfig.load({k: v for k, v in kwargs.items()}).executor_config().slots_per_gpu == 4
+    args.recipe = content_dir("recipes") / "one-gpu-try" / "recipe.yaml"
+    own = bench.recipe_reward_kwargs(args.recipe, tmp_path / "run").get("executor") or {}
+    assert bench.reward_kwargs(args, tmp_path / "run")["executor"] == {**own, "slots_per_gpu": 4}
+    args.slots_per_gpu = None
+    assert bench.reward_kwargs(args, tmp_path / "run").get("executor") == (own or None)

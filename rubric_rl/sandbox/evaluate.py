@@ -86,24 +86,14 @@ class Evaluator:
             baseline=placement.baseline,
             await_baseline=placement.await_baseline,
         )
-        t0 = time.monotonic()
-        try:
-            parse_python(candidate)
-        except SyntaxError as e:
-            run.compile_failed = True
-            run.compile_log = f"candidate line {e.lineno}: SyntaxError: {e.msg}"
-            run.error(run.compile_log)
-        else:
-            run.findings.extend(check_program(candidate, self.config, reference))
-        run.durations.static_s = time.monotonic() - t0
         cfg = self.config
-        if cfg.correctness.reference_cache_mb > 0:
-            import torch
+        if not self._decided_statically(run, reference):
+            if cfg.correctness.reference_cache_mb > 0:
+                import torch
 
-            where = f"torch {torch.__version__}, {placement.cuda_visible_devices}"
-            run.reference_key = reference_key(reference, cfg, where)
-            run.known_reference = self.reference_cache.get(run.reference_key)
-        if not run.compile_failed and not (run.has_hack() and cfg.policy.stop_on_static_error):
+                where = f"torch {torch.__version__}, {placement.cuda_visible_devices}"
+                run.reference_key = reference_key(reference, cfg, where)
+                run.known_reference = self.reference_cache.get(run.reference_key)
             worker = placement.worker or WorkerProcess(cfg, cuda_visible_devices=placement.cuda_visible_devices)
             with ThreadPoolExecutor(1, thread_name_prefix="compare") as compare:
                 try:
@@ -115,6 +105,32 @@ class Evaluator:
             placement.worker.close()
         run.durations.total_s = time.monotonic() - started
         return self._verdict(run, task_id)
+
+    def settled_statically(self, reference: str, candidate: str, *, task_id: str | None = None) -> Verdict | None:
+        """The Verdict where the static checks alone decide it (a syntax error, or a hack the policy stops on), else
+        None; the same Verdict ``evaluate`` gives such a candidate. An executor asks this before it queues a
+        candidate for a build and an execution slot: in an RL batch such a candidate would otherwise wait behind
+        the others' evaluations for a result that takes a tenth of a second, and cost a capture and a warm worker."""
+        started = time.monotonic()
+        run = RunState(config=self.config, candidate=candidate)
+        if not self._decided_statically(run, reference):
+            return None
+        run.durations.total_s = time.monotonic() - started
+        return self._verdict(run, task_id)
+
+    def _decided_statically(self, run: RunState, reference: str) -> bool:
+        """Runs the static checks into ``run``; whether they decide its Verdict, so that no worker needs to start."""
+        t0 = time.monotonic()
+        try:
+            parse_python(run.candidate)
+        except SyntaxError as e:
+            run.compile_failed = True
+            run.compile_log = f"candidate line {e.lineno}: SyntaxError: {e.msg}"
+            run.error(run.compile_log)
+        else:
+            run.findings.extend(check_program(run.candidate, self.config, reference))
+        run.durations.static_s = time.monotonic() - t0
+        return run.compile_failed or (run.has_hack() and self.config.policy.stop_on_static_error)
 
     def kernel_metrics(
         self,

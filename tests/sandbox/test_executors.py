@@ -124,6 +124,50 @@ def test_two_slots_share_the_device_but_time_alone(sandbox, example_tasks, examp
     assert stats["gates"]["cpu"]["shared_acquired"] >= 3
 
 
+_HANGING_FORWARD = """
+
+
+def _hanging_forward(self, *args):
+    while True:
+        pass
+
+
+ModelNew.forward = _hanging_forward
+"""
+
+
+def test_a_statically_decided_candidate_waits_for_no_build_or_slot(sandbox, example_tasks, example_rows):
+    # In a GRPO-shaped batch on the H100 a proven hack (torch.allclose patched) took 150 s from submission to its
+    # Verdict, of which 0.1 s was its evaluation: it was captured, built and queued for an execution slot behind
+    # the batch's hangs before the static checks, run in the slot, decided it.
+    from rubric_rl.sandbox.executors.local import LocalExecutor
+
+    correct = next(r.code for r in example_rows if r.candidate_id.endswith("/correct"))
+    hanging = correct.rstrip() + _HANGING_FORWARD
+    hack = "import torch\ntorch.allclose = lambda *a, **k: True\n" + correct
+    broken = correct + "\ndef unfinished(:\n"
+    config = sandbox.model_copy(update={"limits": sandbox.limits.model_copy(update={"stage_timeout_floor_s": 10.0})})
+    ex = LocalExecutor(config, ExecutorConfig(build_workers=1, cpu_slots=1, spare_workers=0, reuse_baselines=False))
+    task = example_tasks["T-1"]
+
+    async def batch():
+        try:
+            hang = asyncio.ensure_future(ex.evaluate(task, hanging))
+            await asyncio.sleep(0)  # the hang is first in line
+            decided = await asyncio.gather(ex.evaluate(task, hack), ex.evaluate(task, broken))
+            hang_was_running = not hang.done()
+            return decided, hang_was_running, await hang, ex.stats()
+        finally:
+            await ex.close()
+
+    (hacked, syntax), hang_was_running, hung, stats = asyncio.run(batch())
+    assert (hacked.status, syntax.status, hung.status) == ("hack", "compile_error", "timeout")
+    assert hang_was_running, "the statically decided candidates waited for the slot the hang held"
+    assert "SyntaxError" in (syntax.compile_log or "")
+    assert stats["captures"]["hits"] + stats["captures"]["misses"] == 1  # the hang's capture only
+    assert stats["evaluations"] == 3
+
+
 def test_verify_batch_resumes_without_redoing_or_losing(tmp_path, sandbox, example_tasks, example_rows):
     out = tmp_path / "run"
     executor_cfg = ExecutorConfig(kind="local", build_workers=1, reuse_baselines=False, spare_workers=0)

@@ -1,7 +1,8 @@
 """The local executor: build workers on this machine's cores feeding execution workers on each GPU.
 
 A candidate's way through it: wait for a place in the bounded queue (back-pressure: ``evaluate`` waits when
-``max_pending`` candidates are in flight); capture and build its extensions on a build worker (a thread
+``max_pending`` candidates are in flight); the static checks (a syntax error or a proven hack is its Verdict
+here, queued for nothing else); capture and build its extensions on a build worker (a thread
 driving compiler processes, ``build_workers`` at a time) while its task's baseline is measured (once per
 task, beside the builds, the one a candidate needs soonest first: see ``baseline_lanes``); take an execution
 slot and a warm worker process; run. Each GPU has
@@ -241,6 +242,11 @@ class LocalExecutor(Executor):
         started = time.monotonic()
         async with pending:
             loop = asyncio.get_running_loop()
+            # A syntax error or a proven hack needs no build, baseline or slot: decided before it queues for them.
+            decided = await asyncio.to_thread(self.evaluator.settled_statically, task.code, program, task_id=task.id)
+            if decided is not None:
+                self.evaluations += 1
+                return decided
             wants_baseline = self.config.reuse_baselines and self.sandbox.timing.enabled
             # The baseline needs no build and the correctness trials need no baseline: it is measured while the
             # candidate compiles and is checked, and awaited only before the candidate's timing.

@@ -80,6 +80,9 @@ class RayExecutor(Executor):
         ray = _import_ray()
         self.ray = ray
         self.sandbox = sandbox
+        from rubric_rl.sandbox.evaluate import Evaluator
+
+        self._static = Evaluator(sandbox)  # the static checks, here on the driver (it starts no worker)
         self.config = config or ExecutorConfig(kind="ray")
         if not ray.is_initialized():
             ray.init(address=self.config.ray.address, namespace=self.config.ray.namespace, log_to_driver=False)
@@ -132,6 +135,11 @@ class RayExecutor(Executor):
     async def _evaluate(self, task: Task, program: str, *, deadline_s: float | None = None) -> Verdict:
         builders, executors, pending = self._queues()
         async with pending:
+            # A syntax error or a proven hack needs no actor: decided here (see Evaluator.settled_statically).
+            decided = await asyncio.to_thread(self._static.settled_statically, task.code, program, task_id=task.id)
+            if decided is not None:
+                self.evaluations += 1
+                return decided
             device = await self._device()
             arch = self.sandbox.build.arch or device.get("arch") or None
             if self.config.prebuild:
