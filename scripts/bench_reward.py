@@ -179,6 +179,14 @@ def recipe_reward_kwargs(recipe: Path, run_dir: Path) -> dict[str, Any]:
     return {**kwargs, "ledger": {**(kwargs.get("ledger") or {}), "dir": str(run_dir)}}
 
 
+def phase_order(text: str) -> list[str]:
+    """The phases in the order ``--order`` names them: exec and reward, each once."""
+    order = [p.strip() for p in text.split(",")]
+    if sorted(order) != ["exec", "reward"]:
+        raise SystemExit(f"--order: name exec and reward once each, not {text!r}")
+    return order
+
+
 def executor_fields(args: argparse.Namespace) -> dict[str, Any]:
     """ExecutorConfig fields both phases set (none: the executor's defaults)."""
     return {} if args.slots_per_gpu is None else {"slots_per_gpu": args.slots_per_gpu}
@@ -364,6 +372,9 @@ def main() -> None:
     ap.add_argument("--slots-per-gpu", type=int, default=None, help="execution slots per GPU, both phases")
     ap.add_argument("--warm", action="store_true", help="run both phases again on their warm caches")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: exec,reward")
+    ap.add_argument(
+        "--order", default="exec,reward", help="the phases' order (the second meets a host the first warmed up)"
+    )
     ap.add_argument("--out", type=Path, default=Path("runs/bench_reward.json"))
     args = ap.parse_args()
     if args.ray:
@@ -391,7 +402,7 @@ def main() -> None:
     }
     caches: dict[str, str] = {}
     for label in ("cold", "warm") if args.warm else ("cold",):
-        for phase in ("exec", "reward"):
+        for phase in phase_order(args.order):
             if phase in skip:
                 continue
             if label == "cold":

@@ -6,7 +6,7 @@
 # all runs tests, sandbox and throughput; the others run only when named:
 #   agreement (bash scripts/gpu_check.sh agreement --n 5);
 #   compare: the throughput benchmark's (b) and (c) on COMPARE_N candidates (default 16), on an older tree
-#     (OLD_TREE, default .device/old: e.g. `git archive REV | tar -x -C .device/old`) and on this one, in the
+#     (OLD_TREE, default .device/old: e.g. `git archive REV | tar -x -C .device/old`) and on this one (NEW_TREE), in the
 #     order COMPARE_ORDER (default old,new,new,old), then new / old of the mean wall per mode (compare.log);
 #   reward: scripts/bench_reward.py on cuda (a GRPO-shaped batch through the reward function and the executor);
 #   recipe: the reward path of a recipe on cuda (RECIPE, default recipes/one-gpu-try/recipe.yaml: its own
@@ -128,14 +128,14 @@ if wants compare; then
   declare -A runs=()
   for name in "${order[@]}"; do
     runs[$name]=$(( ${runs[$name]:-0} + 1 ))
-    tree=$([[ $name == new ]] && echo . || echo "${OLD_TREE:-.device/old}")
+    tree=$([[ $name == new ]] && echo "${NEW_TREE:-.}" || echo "${OLD_TREE:-.device/old}")
     run=bench_throughput_$name${runs[$name]}
     (cd "$tree" && PYTHONPATH=/tmp/site:$PWD limited python3 scripts/bench_throughput.py --problems "$problems" \
       --skip a,cuts --cv-candidates 0 --n "${COMPARE_N:-16}" --out "$OUT/$run.json" "${@:2}") \
       2>&1 | stamp | tee "$OUT/$run.log" | tail -12
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
   done
-  PYTHONPATH=/tmp/site python3 scripts/compare_throughput.py "$OUT"/bench_throughput_{old,new}[0-9]*.json \
+  python3 scripts/compare_throughput.py "$OUT"/bench_throughput_{old,new}[0-9]*.json \
     --out "$OUT/compare.json" 2>&1 | tee "$OUT/compare.log" || status=1
 fi
 if wants reward; then

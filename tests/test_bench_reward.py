@@ -157,3 +157,10 @@ def test_slots_per_gpu_reach_both_phases_and_keep_a_recipes_executor_fields(benc
     assert bench.reward_kwargs(args, tmp_path / "run")["executor"] == {**own, "slots_per_gpu": 4}
     args.slots_per_gpu = None
     assert bench.reward_kwargs(args, tmp_path / "run").get("executor") == (own or None)
+
+
+def test_the_phase_order_names_both_phases_once(bench) -> None:
+    assert bench.phase_order("reward, exec") == ["reward", "exec"]
+    for bad in ("exec", "exec,exec", "exec,reward,judge"):
+        with pytest.raises(SystemExit, match="--order"):
+            bench.phase_order(bad)

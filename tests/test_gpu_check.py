@@ -3,6 +3,7 @@ budget, and BUNDLE=1's packing of its results for a runner that brings back few 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tarfile
 from pathlib import Path
@@ -49,3 +50,29 @@ def test_a_compare_order_naming_a_third_tree_is_refused_before_anything_runs(tmp
     assert done.returncode == 2
     assert "not 'newer'" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _fake_tree(root: Path, walls: dict[str, float]) -> Path:
+    """A tree whose throughput benchmark only writes the given wall seconds (b_executor_cold, c_executor_warm)."""
+    (root / "scripts").mkdir(parents=True)
+    result = {mode: {"wall_s": s} for mode, s in walls.items()}
+    (root / "scripts" / "bench_throughput.py").write_text(
+        f"import json, sys\nout = sys.argv[sys.argv.index('--out') + 1]\nopen(out, 'w').write(json.dumps({result!r}))\n"
+    )
+    return root
+
+
+def test_compare_runs_both_trees_in_order_and_reports_new_over_old(tmp_path: Path) -> None:
+    # The whole phase on two stand-in trees: the runs in COMPARE_ORDER, their files, and the comparison step at
+    # the end (on the GPU its PYTHONPATH once left out the repository and the table was never printed; where
+    # rubric_rl is installed, as here, that slip cannot show).
+    old = _fake_tree(tmp_path / "old", {"b_executor_cold": 50.0, "c_executor_warm": 20.0})
+    new = _fake_tree(tmp_path / "new", {"b_executor_cold": 45.0, "c_executor_warm": 22.0})
+    out = tmp_path / "out"
+    done = _run(out, "compare", OLD_TREE=str(old), NEW_TREE=str(new), PROBLEMS=str(tmp_path / "problems.jsonl"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = sorted(p.name for p in out.glob("bench_throughput_*.json"))
+    assert runs == [f"bench_throughput_{t}.json" for t in ("new1", "new2", "old1", "old2")]
+    table = json.loads((out / "compare.json").read_text())
+    assert table["b_executor_cold"]["new_over_old"] == 0.9
+    assert table["c_executor_warm"]["new_over_old"] == 1.1
