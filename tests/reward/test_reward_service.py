@@ -82,11 +82,14 @@ def test_two_reward_workers_share_one_executor(local_ray, tokenizer_dir, tmp_pat
     )
     manager = RewardLoopManager(compose(reward_overrides(tokenizer_dir, reward_yaml, workers=2)))
     assert len(manager.reward_loop_workers) == 2
-    texts = [responses["hack"], responses["hack"].replace("Here is", "Here's"), responses["hack"], responses["hack"]]
+    # Two hacks (decided by the static checks, before any worker starts) and two wrong programs (run in the
+    # executor's workers, whose end with the service is checked below).
+    hack, wrong = responses["hack"], responses["incorrect"]
+    texts = [hack, hack.replace("Here is", "Here's"), wrong, wrong]
     rows = make_rows(hf_tokenizer(str(tokenizer_dir)), reference, texts, ["a", "a", "b", "b"])
     out = manager.compute_rm_score(rows)
-    assert out.batch["rm_scores"].sum(-1).tolist() == [-1.0] * 4
-    assert list(out.non_tensor_batch["hack"]) == [1.0] * 4
+    assert out.batch["rm_scores"].sum(-1).tolist() == [-1.0] * 4  # the hack penalty, and milestone's fail
+    assert list(out.non_tensor_batch["hack"]) == [1.0, 1.0, 0.0, 0.0]
 
     names = services()
     assert len(names) == 1, names
