@@ -142,15 +142,21 @@ def fresh_cache(label: str) -> str:
 _executors: dict[str, Any] = {}
 
 
-async def executor_alone(rows: list[dict], device: str, executor_fields: dict[str, Any]) -> tuple[list[dict], float]:
-    """The programs through the executor the reward's in-process path uses, with the same ``executor_fields``
-    (kept for the warm pass, as the reward keeps its own), all at once."""
-    from rubric_rl.sandbox import SandboxConfig
-    from rubric_rl.sandbox.executors import ExecutorConfig
+def reward_config(args: argparse.Namespace) -> Any:
+    """The reward phase's RewardConfig (its ledger folder aside): the executor-alone phase takes its sandbox and
+    executor settings from it, so that the two phases schedule alike."""
+    from rubric_rl.reward.config import RewardConfig
+
+    return RewardConfig.load(reward_kwargs(args, Path("unused")))
+
+
+async def executor_alone(rows: list[dict], device: str, config: Any) -> tuple[list[dict], float]:
+    """The programs through the executor the reward's in-process path uses, configured as the reward's
+    (``config``, a RewardConfig; kept for the warm pass, as the reward keeps its own), all at once."""
     from rubric_rl.sandbox.executors.service import ThreadedExecutor
 
     if device not in _executors:
-        _executors[device] = ThreadedExecutor(SandboxConfig(backend=device), ExecutorConfig(**executor_fields))
+        _executors[device] = ThreadedExecutor(config.sandbox_config(device), config.executor_config())
     executor = _executors[device]
     started = time.monotonic()
 
@@ -396,7 +402,7 @@ def main() -> None:
         "workers": args.workers,
         "ray": args.ray,
         "recipe": str(args.recipe) if args.recipe else None,
-        "executor": executor_fields(args),
+        "executor": reward_config(args).executor_config().model_dump(include={"slots_per_gpu"}),
         "cores": os.cpu_count(),
         "phases": [],
     }
@@ -410,7 +416,7 @@ def main() -> None:
             os.environ["RUBRIC_RL_CACHE"] = caches[phase]
             print(f"{phase} ({label}): {len(rows)} responses, cache {caches[phase]}", flush=True)
             if phase == "exec":
-                results, wall = asyncio.run(executor_alone(rows, args.device, executor_fields(args)))
+                results, wall = asyncio.run(executor_alone(rows, args.device, reward_config(args)))
             else:
                 results, wall = asyncio.run(reward_function(rows, args, Path(caches[phase]) / "run"))
             report["phases"].append(summarize_phase(f"{phase} ({label})", results, wall))

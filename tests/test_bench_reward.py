@@ -147,14 +147,15 @@ def test_slots_per_gpu_reach_both_phases_and_keep_a_recipes_executor_fields(benc
     from rubric_rl.resources import content_dir
     from rubric_rl.reward.config import RewardConfig
 
-    args = argparse.Namespace(recipe=None, device="cuda", ray=False, slots_per_gpu=4)
-    assert bench.executor_fields(args) == {"slots_per_gpu": 4}
+    args = argparse.Namespace(recipe=None, device="cuda", ray=False, slots_per_gpu=3)
+    assert bench.executor_fields(args) == {"slots_per_gpu": 3}
     kwargs = bench.reward_kwargs(args, tmp_path / "run")
-    assert kwargs["executor"] == {"slots_per_gpu": 4}
-    assert RewardConfig.load({k: v for k, v in kwargs.items()}).executor_config().slots_per_gpu == 4
+    assert kwargs["executor"] == {"slots_per_gpu": 3}
+    assert RewardConfig.load(kwargs).executor_config().slots_per_gpu == 3
+    assert bench.reward_config(args).executor_config().slots_per_gpu == 3  # the executor-alone phase's
     args.recipe = content_dir("recipes") / "one-gpu-try" / "recipe.yaml"
     own = bench.recipe_reward_kwargs(args.recipe, tmp_path / "run").get("executor") or {}
-    assert bench.reward_kwargs(args, tmp_path / "run")["executor"] == {**own, "slots_per_gpu": 4}
+    assert bench.reward_kwargs(args, tmp_path / "run")["executor"] == {**own, "slots_per_gpu": 3}
     args.slots_per_gpu = None
     assert bench.reward_kwargs(args, tmp_path / "run").get("executor") == (own or None)
 

@@ -24,6 +24,13 @@ from rubric_rl.judge import JudgeConfig, RubricError, load_rubric
 from rubric_rl.sandbox import SandboxConfig
 from rubric_rl.sandbox.executors import ExecutorConfig
 
+# Execution slots per GPU of the reward's executor. An RL batch is mostly samples that fail early or hang, each
+# holding a slot for its worker's time but little of the GPU: on an H100 with 16 cores a GRPO-shaped batch (8 tasks
+# x 8 responses, hangs included) gave 809 rewards per hour with the executor's 2 slots and 1,108-1,170 with 4,
+# the model of slot time per variant predicting both walls (docs/measurements.md, "Where a reward batch's time
+# goes").
+REWARD_SLOTS_PER_GPU = 4
+
 RuleName = Literal["milestone", "speedup"]
 MixName = Literal["stitchcuda", "weighted", "none"]
 Baseline = Literal["eager", "compile"]
@@ -224,7 +231,11 @@ class RewardConfig(BaseModel):
     sandbox: dict[str, Any] = Field(
         default_factory=dict, description="Further SandboxConfig fields (validated at load; backend is above)."
     )
-    executor: dict[str, Any] = Field(default_factory=dict, description="ExecutorConfig fields (validated at load).")
+    executor: dict[str, Any] = Field(
+        default_factory=dict,
+        description=f"ExecutorConfig fields (validated at load); slots_per_gpu is {REWARD_SLOTS_PER_GPU} unless set "
+        "here (the executor's own default is for evaluation runs).",
+    )
     deadline_s: float | None = Field(
         default=None, gt=0, description="Bound on one evaluation, queueing included (an infra failure past it)."
     )
@@ -285,7 +296,7 @@ class RewardConfig(BaseModel):
         return SandboxConfig.model_validate({**self.sandbox, "backend": backend})
 
     def executor_config(self) -> ExecutorConfig:
-        return ExecutorConfig.model_validate(self.executor)
+        return ExecutorConfig.model_validate({"slots_per_gpu": REWARD_SLOTS_PER_GPU, **self.executor})
 
     @classmethod
     def load(cls, data: Mapping[str, Any], where: str = "reward config") -> RewardConfig:

@@ -87,3 +87,14 @@ def test_scoring_hash_covers_scoring_only() -> None:
         base.scoring_hash() != RewardConfig.load({"mix": {"lambdas": {"generate": 0.9, "refine": 0.7}}}).scoring_hash()
     )
     assert base.scoring_hash() != RewardConfig.load({"hack_penalty": -2}).scoring_hash()
+
+
+def test_the_rewards_executor_has_its_own_slots_default_and_the_users_setting_wins() -> None:
+    from rubric_rl.reward.config import REWARD_SLOTS_PER_GPU
+    from rubric_rl.sandbox.executors import ExecutorConfig
+
+    assert REWARD_SLOTS_PER_GPU != ExecutorConfig().slots_per_gpu  # otherwise the constant says nothing
+    assert RewardConfig.load({}).executor_config().slots_per_gpu == REWARD_SLOTS_PER_GPU
+    mine = RewardConfig.load({"executor": {"slots_per_gpu": 1, "build_workers": 3}}).executor_config()
+    assert (mine.slots_per_gpu, mine.build_workers) == (1, 3)
+    assert RewardConfig.load({"executor": {"build_workers": 3}}).executor_config().slots_per_gpu == REWARD_SLOTS_PER_GPU
