@@ -110,7 +110,9 @@ class Evaluator:
         """The Verdict where the static checks alone decide it (a syntax error, or a hack the policy stops on), else
         None; the same Verdict ``evaluate`` gives such a candidate. An executor asks this before it queues a
         candidate for a build and an execution slot: in an RL batch such a candidate would otherwise wait behind
-        the others' evaluations for a result that takes a tenth of a second, and cost a capture and a warm worker."""
+        the others' evaluations for a result that takes a tenth of a second, and cost a capture and a warm worker.
+        An evaluation that follows checks the program again: 0.5 ms for a KernelBench candidate (2.2 ms at most of
+        20, cpu), too little for a cache of the outcome to pay."""
         started = time.monotonic()
         run = RunState(config=self.config, candidate=candidate)
         if not self._decided_statically(run, reference):
