@@ -265,6 +265,11 @@ def test_out_of_memory_in_any_stage_is_recognised():
 _OOM = "task error (reference): the reference program failed: OutOfMemoryError: CUDA out of memory."
 
 
+def _never_settled(self, reference: str, program: str, *, task_id: str | None = None) -> None:
+    """The fake evaluations' programs ("big-a", ...) are no Python: the executor's static question is skipped."""
+    return None
+
+
 def _sharing_executor(
     tmp_path, monkeypatch, needs: dict[str, int], *, error: str = _OOM, status: dict[str, str] | None = None
 ):
@@ -301,6 +306,7 @@ def _sharing_executor(
         return Verdict(status=(status or {}).get(task_id, "correct"), task_id=task_id, candidate_sha256="0")
 
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    monkeypatch.setattr(Evaluator, "settled_statically", _never_settled)
     return ex, calls
 
 
@@ -432,6 +438,7 @@ def test_a_baseline_out_of_its_share_is_measured_beside_the_tasks_whole_memory_c
 
     monkeypatch.setattr(local, "measure_baseline", fake_measure)
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    monkeypatch.setattr(Evaluator, "settled_statically", _never_settled)
     big = Task(id="L1-19", problem_id=19, name="relu", origin="test", code="# big task\n")
     small = Task(id="L1-1", problem_id=1, name="matmul", origin="test", code="# small task\n")
 
@@ -483,6 +490,7 @@ def test_what_a_candidate_timed_beside_its_baseline_needed_is_asked_at_once_by_t
 
     monkeypatch.setattr(local, "measure_baseline", fake_measure)
     monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    monkeypatch.setattr(Evaluator, "settled_statically", _never_settled)
     swish = Task(id="L1-25", problem_id=25, name="swish", origin="test", code="# swish\n")
 
     async def main():
