@@ -4,7 +4,9 @@ budget, and BUNDLE=1's packing of its results for a runner that brings back few 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -69,7 +71,11 @@ def test_compare_runs_both_trees_in_order_and_reports_new_over_old(tmp_path: Pat
     old = _fake_tree(tmp_path / "old", {"b_executor_cold": 50.0, "c_executor_warm": 20.0})
     new = _fake_tree(tmp_path / "new", {"b_executor_cold": 45.0, "c_executor_warm": 22.0})
     out = tmp_path / "out"
-    done = _run(out, "compare", OLD_TREE=str(old), NEW_TREE=str(new), PROBLEMS=str(tmp_path / "problems.jsonl"))
+    # The script calls python3: here, this interpreter (CI runs the tests without activating their environment, and
+    # the machine's own python3 has neither torch nor rich).
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    problems = str(tmp_path / "problems.jsonl")
+    done = _run(out, "compare", OLD_TREE=str(old), NEW_TREE=str(new), PROBLEMS=problems, PATH=path)
     assert done.returncode == 0, done.stdout + done.stderr
     runs = sorted(p.name for p in out.glob("bench_throughput_*.json"))
     assert runs == [f"bench_throughput_{t}.json" for t in ("new1", "new2", "old1", "old2")]
