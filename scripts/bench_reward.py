@@ -164,7 +164,13 @@ async def executor_alone(rows: list[dict], device: str, config: Any) -> tuple[li
         t = time.monotonic()
         v = await executor.evaluate(row["task"], row["program"])
         seconds = time.monotonic() - t
-        return {"variant": row["variant"], "status": v.status, "seconds": seconds, "stages": v.durations.model_dump()}
+        return {
+            "variant": row["variant"],
+            "status": v.status,
+            "seconds": seconds,
+            "stages": v.durations.model_dump(),
+            "silence": v.diagnostics.longest_silence_s,
+        }
 
     results = await asyncio.gather(*(one(r) for r in rows if r["program"] is not None))
     return list(results), time.monotonic() - started
@@ -198,6 +204,11 @@ def executor_fields(args: argparse.Namespace) -> dict[str, Any]:
     return {} if args.slots_per_gpu is None else {"slots_per_gpu": args.slots_per_gpu}
 
 
+def sandbox_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """SandboxConfig fields both phases set (none: the reward's defaults)."""
+    return {} if args.stage_floor is None else {"limits": {"stage_timeout_floor_s": args.stage_floor}}
+
+
 def reward_kwargs(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     if args.recipe is not None:
         kwargs = recipe_reward_kwargs(args.recipe, run_dir)
@@ -208,8 +219,10 @@ def reward_kwargs(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
             "service": {"mode": "ray" if args.ray else "inprocess"},
             "ledger": {"dir": str(run_dir)},
         }
-    fields = executor_fields(args)
-    return {**kwargs, "executor": {**(kwargs.get("executor") or {}), **fields}} if fields else kwargs
+    from rubric_rl.reward.config import deep_merge
+
+    overrides = {k: v for k, v in (("executor", executor_fields(args)), ("sandbox", sandbox_fields(args))) if v}
+    return deep_merge(kwargs, overrides)
 
 
 async def score_chunk(chunk: list[dict], kwargs: dict[str, Any]) -> list[dict]:
@@ -257,11 +270,12 @@ def with_ledger_stages(results: list[dict], run_dir: Path) -> list[dict]:
 
     if not ledger_dir(run_dir).exists():  # no sample reached the ledger: keep the phase's own numbers
         return results
-    stages = {(rec.task_id, rec.index): rec.verdict.durations.model_dump() for rec in read_ledger(ledger_dir(run_dir))}
+    verdicts = {(rec.task_id, rec.index): rec.verdict for rec in read_ledger(ledger_dir(run_dir))}
     for r in results:
-        found = stages.get(r["sample"])
+        found = verdicts.get(r["sample"])
         if found is not None:
-            r["stages"] = found
+            r["stages"] = found.durations.model_dump()
+            r["silence"] = found.diagnostics.longest_silence_s
     return results
 
 
@@ -280,7 +294,9 @@ def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, An
             "mean_score": sum(scores) / len(scores) if scores else None,
             "max_evaluate_s": max(evals),
             "mean_s": sum(r["seconds"] for r in rs) / len(rs),
+            "first_s": min(r["seconds"] for r in rs),
             "stages": mean_stages([r["stages"] for r in rs if "stages" in r]),
+            "longest_silence_s": longest_silence([r for r in rs if (r.get("status") or status_of(r)) == "correct"]),
         }
     return {
         "phase": name,
@@ -295,16 +311,27 @@ STAGE_COLUMNS = ("total_s", "build_s", "device_wait_s", "worker_s")
 
 
 def mean_stages(stages: list[dict[str, float]]) -> dict[str, float] | None:
-    """Mean seconds of the Verdicts' stages: the evaluation's own time (total), its builds, its waits for the
-    device or the task's baseline, and the rest, ``worker_s``: what the evaluation spent in its worker (setup,
-    reference, load, trials, timing, teardown), which holds an execution slot."""
+    """Mean seconds of each of the Verdicts' stages. The table shows four: the evaluation's own time (total), its
+    builds, its waits for the device or the task's baseline, and the rest, ``worker_s``: what the evaluation spent
+    in its worker (setup, reference, load, trials, timing, teardown), which holds an execution slot."""
     if not stages:
         return None
     n = len(stages)
-    out = {k: sum(st.get(k, 0.0) for st in stages) / n for k in STAGE_COLUMNS[:3]}
+    out = {k: sum(st.get(k, 0.0) for st in stages) / n for k in sorted({k for st in stages for k in st})}
+    out |= {k: sum(st.get(k, 0.0) for st in stages) / n for k in STAGE_COLUMNS[:3]}
     out["worker_s"] = (
         out["total_s"] - out["build_s"] - out["device_wait_s"] - sum(st.get("static_s", 0.0) for st in stages) / n
     )
+    return out
+
+
+def longest_silence(results: list[dict]) -> dict[str, float]:
+    """Per stage, the longest any of these samples' workers went without a message (their Verdicts'
+    ``diagnostics.longest_silence_s``): for the correct ones, the evidence a stage limit's floor must stay above."""
+    out: dict[str, float] = {}
+    for r in results:
+        for stage, s in (r.get("silence") or {}).items():
+            out[stage] = max(out.get(stage, 0.0), s)
     return out
 
 
@@ -362,6 +389,20 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
         # rest: the Verdict's own stages (a prebuilt extension's build is not in them).
         columns = ["phase", "variant", "latency_s", *STAGE_COLUMNS]
         print_table("per variant, mean seconds", columns, stage_rows)
+    silent = [
+        [p["phase"], kind, fmt(v["first_s"], ".1f"), *(fmt(v["longest_silence_s"].get(st), ".2f") for st in SILENT)]
+        for p in report["phases"]
+        for kind, v in p["variants"].items()
+        if v.get("longest_silence_s")
+    ]
+    if silent:
+        # The correct samples only: how long a legitimate worker went without a message, against the floor.
+        floor = report.get("stage_floor_s")
+        title = f"correct samples: first result, longest silence per stage (s; the stage floor {fmt(floor, 'g')} s)"
+        print_table(title, ["phase", "variant", "first_s", *SILENT], silent)
+
+
+SILENT = ("setup", "reference", "load", "correctness", "compile", "timing", "profile")
 
 
 def main() -> None:
@@ -376,6 +417,9 @@ def main() -> None:
     ap.add_argument("--ray", action="store_true", help="workers as Ray actors sharing the evaluation service")
     ap.add_argument("--recipe", type=Path, default=None, help="the reward kwargs of this recipe YAML (see above)")
     ap.add_argument("--slots-per-gpu", type=int, default=None, help="execution slots per GPU, both phases")
+    ap.add_argument(
+        "--stage-floor", type=float, default=None, help="limits.stage_timeout_floor_s, both phases (default: reward's)"
+    )
     ap.add_argument("--warm", action="store_true", help="run both phases again on their warm caches")
     ap.add_argument("--skip", default="", help="comma list of phases to skip: exec,reward")
     ap.add_argument(
@@ -403,6 +447,7 @@ def main() -> None:
         "ray": args.ray,
         "recipe": str(args.recipe) if args.recipe else None,
         "executor": reward_config(args).executor_config().model_dump(include={"slots_per_gpu"}),
+        "stage_floor_s": reward_config(args).sandbox_config(args.device).limits.stage_timeout_floor_s,
         "cores": os.cpu_count(),
         "phases": [],
     }

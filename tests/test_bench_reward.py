@@ -109,7 +109,9 @@ def test_stage_means_split_the_evaluation_into_builds_waits_and_worker_time(benc
         {"total_s": 10.0, "build_s": 4.0, "device_wait_s": 1.0, "static_s": 0.5},
         {"total_s": 20.0, "build_s": 0.0, "device_wait_s": 3.0, "static_s": 0.5},
     ]
-    assert bench.mean_stages(stages) == {"total_s": 15.0, "build_s": 2.0, "device_wait_s": 2.0, "worker_s": 10.5}
+    assert bench.mean_stages(stages) == {
+        "total_s": 15.0, "build_s": 2.0, "device_wait_s": 2.0, "static_s": 0.5, "worker_s": 10.5
+    }  # fmt: skip
     assert bench.mean_stages([]) is None
 
 
@@ -147,7 +149,7 @@ def test_slots_per_gpu_reach_both_phases_and_keep_a_recipes_executor_fields(benc
     from rubric_rl.resources import content_dir
     from rubric_rl.reward.config import RewardConfig
 
-    args = argparse.Namespace(recipe=None, device="cuda", ray=False, slots_per_gpu=3)
+    args = argparse.Namespace(recipe=None, device="cuda", ray=False, slots_per_gpu=3, stage_floor=None)
     assert bench.executor_fields(args) == {"slots_per_gpu": 3}
     kwargs = bench.reward_kwargs(args, tmp_path / "run")
     assert kwargs["executor"] == {"slots_per_gpu": 3}
@@ -165,3 +167,30 @@ def test_the_phase_order_names_both_phases_once(bench) -> None:
     for bad in ("exec", "exec,exec", "exec,reward,judge"):
         with pytest.raises(SystemExit, match="--order"):
             bench.phase_order(bad)
+
+
+def test_a_stage_floor_reaches_both_phases_and_keeps_a_recipes_sandbox_fields(bench, tmp_path) -> None:
+    import argparse
+
+    from rubric_rl.reward.config import REWARD_STAGE_FLOOR_S
+
+    args = argparse.Namespace(recipe=None, device="cpu", ray=False, slots_per_gpu=None, stage_floor=None)
+    assert bench.reward_config(args).sandbox_config("cpu").limits.stage_timeout_floor_s == REWARD_STAGE_FLOOR_S
+    args.stage_floor = 30.0
+    kwargs = bench.reward_kwargs(args, tmp_path / "run")
+    assert kwargs["sandbox"] == {"limits": {"stage_timeout_floor_s": 30.0}}
+    assert bench.reward_config(args).sandbox_config("cpu").limits.stage_timeout_floor_s == 30.0  # executor alone
+
+
+def test_the_correct_samples_longest_silences_are_the_most_of_each_stage(bench) -> None:
+    results = [
+        {"status": "correct", "silence": {"load": 1.0, "correctness": 0.5}},
+        {"status": "correct", "silence": {"load": 0.2, "correctness": 2.5, "timing": 0.1}},
+        {"correct": True, "silence": {"correctness": 3.0}},  # a reward result: its status from its flags
+    ]
+    assert bench.longest_silence(results) == {"load": 1.0, "correctness": 3.0, "timing": 0.1}
+    hung = {"status": "timeout", "silence": {"correctness": 10.0}}  # not a legitimate candidate's: left out
+    rows = [{**r, "variant": "honest", "seconds": 4.0 + i} for i, r in enumerate([*results, hung])]
+    honest = bench.summarize_phase("reward (cold)", rows, 10.0)["variants"]["honest"]
+    assert honest["longest_silence_s"] == {"load": 1.0, "correctness": 3.0, "timing": 0.1}
+    assert honest["first_s"] == 4.0

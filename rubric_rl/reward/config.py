@@ -30,6 +30,12 @@ from rubric_rl.sandbox.executors import ExecutorConfig
 # the model of slot time per variant predicting both walls (docs/measurements.md, "Where a reward batch's time
 # goes").
 REWARD_SLOTS_PER_GPU = 4
+# The least a stage limit derived from the reference's time gives the reward's candidates (the sandbox's own
+# limits.stage_timeout_floor_s, 30 s, is for evaluation runs). In the batch above a hung sample held its slot for
+# the 30 s floor, half of the batch's slot time; a correct candidate's longest silence in any stage is recorded in
+# its Verdict (diagnostics.longest_silence_s) and is what this floor must stay well above (docs/measurements.md,
+# "The hang floor").
+REWARD_STAGE_FLOOR_S = 10.0
 
 RuleName = Literal["milestone", "speedup"]
 MixName = Literal["stitchcuda", "weighted", "none"]
@@ -229,7 +235,10 @@ class RewardConfig(BaseModel):
         default="auto", description="Sandbox backend; auto: cuda where a GPU is visible, else cpu."
     )
     sandbox: dict[str, Any] = Field(
-        default_factory=dict, description="Further SandboxConfig fields (validated at load; backend is above)."
+        default_factory=dict,
+        description="Further SandboxConfig fields (validated at load; backend is above); limits."
+        f"stage_timeout_floor_s is {REWARD_STAGE_FLOOR_S:g} unless set here (the sandbox's own default is for "
+        "evaluation runs).",
     )
     executor: dict[str, Any] = Field(
         default_factory=dict,
@@ -293,7 +302,8 @@ class RewardConfig(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     def sandbox_config(self, backend: Literal["cpu", "cuda"]) -> SandboxConfig:
-        return SandboxConfig.model_validate({**self.sandbox, "backend": backend})
+        defaults = {"limits": {"stage_timeout_floor_s": REWARD_STAGE_FLOOR_S}}
+        return SandboxConfig.model_validate({**deep_merge(defaults, self.sandbox), "backend": backend})
 
     def executor_config(self) -> ExecutorConfig:
         return ExecutorConfig.model_validate({"slots_per_gpu": REWARD_SLOTS_PER_GPU, **self.executor})

@@ -168,6 +168,12 @@ class Diagnostics(BaseModel):
         "(device init), reference_model_s, reference_trials_s, load_preamble_s, candidate_import_s, model_init_s, "
         "correctness_trials_s, timing_rounds_s, timing_ship_s, profile_s, evaluator_wait_s, start_wait_s.",
     )
+    longest_silence_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per stage (setup, load, correctness, compile, timing, profile), the longest the worker went "
+        "without a message, our builds and gate waits apart: what a stage's limit bounds (limits."
+        "stage_timeout_factor, stage_timeout_floor_s). A correct candidate's are the evidence for the floor.",
+    )
 
 
 def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:

@@ -98,3 +98,16 @@ def test_the_rewards_executor_has_its_own_slots_default_and_the_users_setting_wi
     mine = RewardConfig.load({"executor": {"slots_per_gpu": 1, "build_workers": 3}}).executor_config()
     assert (mine.slots_per_gpu, mine.build_workers) == (1, 3)
     assert RewardConfig.load({"executor": {"build_workers": 3}}).executor_config().slots_per_gpu == REWARD_SLOTS_PER_GPU
+
+
+def test_the_rewards_sandbox_has_its_own_stage_floor_and_the_users_setting_wins() -> None:
+    from rubric_rl.reward.config import REWARD_STAGE_FLOOR_S
+    from rubric_rl.sandbox import SandboxConfig
+
+    assert REWARD_STAGE_FLOOR_S < SandboxConfig().limits.stage_timeout_floor_s  # otherwise the constant says nothing
+    default = RewardConfig.load({}).sandbox_config("cpu")
+    assert default.limits.stage_timeout_floor_s == REWARD_STAGE_FLOOR_S and default.backend == "cpu"
+    other = RewardConfig.load({"sandbox": {"limits": {"run_timeout_s": 60}}}).sandbox_config("cuda")
+    assert (other.limits.stage_timeout_floor_s, other.limits.run_timeout_s) == (REWARD_STAGE_FLOOR_S, 60)
+    mine = RewardConfig.load({"sandbox": {"limits": {"stage_timeout_floor_s": 30}}}).sandbox_config("cpu")
+    assert mine.limits.stage_timeout_floor_s == 30

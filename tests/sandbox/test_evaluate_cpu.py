@@ -120,6 +120,37 @@ def test_a_hang_while_loading_costs_what_the_reference_takes_not_the_run_limit(e
     assert v.durations.total_s < 150
 
 
+_SLOW_FIRST_CALL = """
+
+import time as _time
+
+_forward, _first = ModelNew.forward, [True]
+
+
+def _slow_first_forward(self, *args):
+    if _first:
+        _first.pop()
+        _time.sleep(3.0)
+    return _forward(self, *args)
+
+
+ModelNew.forward = _slow_first_forward
+"""
+
+
+def test_the_verdict_says_how_long_the_worker_went_silent_in_each_stage(evaluator, reference):
+    # The stage limits' floor (30 s) was chosen with no measurement of how long a legitimate candidate goes
+    # without a message; each Verdict now records it per stage, so a batch's correct candidates are the evidence.
+    program = (PROGRAMS / "fault_honest.py").read_text() + _SLOW_FIRST_CALL
+    v = evaluator.evaluate(reference, program, task_id="slow_first_call")
+    assert v.status == "correct", v.errors
+    silence = v.diagnostics.longest_silence_s
+    assert {"setup", "reference", "load", "correctness", "timing"} <= set(silence), silence
+    assert 3.0 <= silence["correctness"] < 60, silence
+    # The one slow call is the correctness stage's: the reference's trials and the timed rounds had no sleep.
+    assert silence["reference"] < silence["correctness"] and silence["timing"] < silence["correctness"], silence
+
+
 def test_the_evaluators_own_time_does_not_count_against_the_worker(evaluator, reference, examples_dir, monkeypatch):
     # Under a loaded host, comparing large outputs here took longer than the worker's whole limit (four gpu
     # test processes on one H200 host): the worker, idle and waiting for "go", was timed out.

@@ -135,12 +135,14 @@ class Conversation:
                 limit, by_stage = None, False
                 while True:
                     limit = stage_limit(run, cfg, timeout_s)
-                    stage_deadline = time.monotonic() + limit.s if limit is not None else deadline
+                    waiting = time.monotonic()
+                    stage_deadline = waiting + limit.s if limit is not None else deadline
                     by_stage = stage_deadline < deadline
                     msg = chan.recv(deadline=min(deadline, stage_deadline))
                     # The limit is on the worker's time: what this side spends on a message (builds, gate waits,
                     # comparing outputs on the host, slow under a loaded host) is not the candidate's.
                     handled = time.monotonic()
+                    run.heard_after(handled - waiting)
                     done = self._handle(parse_body(msg, FROM_WORKER), msg, chan, turns)
                     deadline += time.monotonic() - handled
                     if done:

@@ -94,6 +94,11 @@ class RunState:
         self.paused_s = 0.0
         return max(0.0, elapsed)
 
+    def heard_after(self, silence_s: float) -> None:
+        """A message came after ``silence_s`` of the worker's time without one, in the current stage."""
+        longest = self.diagnostics.longest_silence_s
+        longest[self.stage] = round(max(longest.get(self.stage, 0.0), silence_s), 4)
+
     def compared(self) -> None:
         """The comparison still running (at most one) is over and in ``trials``, in trial order."""
         if self.comparing is not None:
