@@ -194,3 +194,12 @@ def test_the_correct_samples_longest_silences_are_the_most_of_each_stage(bench) 
     honest = bench.summarize_phase("reward (cold)", rows, 10.0)["variants"]["honest"]
     assert honest["longest_silence_s"] == {"load": 1.0, "correctness": 3.0, "timing": 0.1}
     assert honest["first_s"] == 4.0
+
+
+def test_the_executor_alone_gets_the_samples_in_the_order_the_reward_workers_submit_them(bench) -> None:
+    rows = [{"task": t, "variant": v} for t in ("A", "B") for v in ("honest", "honest", "wrong", "hang")]
+    chunks = bench.worker_chunks(rows, 4)
+    assert [[r["variant"] for r in c] for c in chunks] == [["honest"] * 2, ["honest"] * 2, ["wrong"] * 2, ["hang"] * 2]
+    order = bench.submission_order(rows, 4)
+    assert [(r["task"], r["variant"]) for r in order[:4]] == [("A", "honest"), ("B", "honest")] * 2
+    assert sorted(map(id, order)) == sorted(map(id, rows))  # every sample once
