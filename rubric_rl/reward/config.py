@@ -32,10 +32,12 @@ from rubric_rl.sandbox.executors import ExecutorConfig
 REWARD_SLOTS_PER_GPU = 4
 # The least a stage limit derived from the reference's time gives the reward's candidates (the sandbox's own
 # limits.stage_timeout_floor_s, 30 s, is for evaluation runs). In the batch above a hung sample held its slot for
-# the 30 s floor, half of the batch's slot time; a correct candidate's longest silence in any stage is recorded in
-# its Verdict (diagnostics.longest_silence_s) and is what this floor must stay well above (docs/measurements.md,
-# "The hang floor").
-REWARD_STAGE_FLOOR_S = 10.0
+# the 30 s floor, half of the batch's slot time. The floor must stay well above a correct candidate's longest
+# silence (its Verdict's diagnostics.longest_silence_s) in the stages it limits: on the H100 host under a reward
+# batch (16 x 8 and 8 x 8, 4 and 6 slots) those were at most 0.8 s in a correctness trial but 7.8 s loading the
+# candidate, so 20 s keeps 2.5 times the worst seen where 10 s kept 1.3 (docs/measurements.md, "The hang floor and
+# the 16 x 8 batch").
+REWARD_STAGE_FLOOR_S = 20.0
 
 RuleName = Literal["milestone", "speedup"]
 MixName = Literal["stitchcuda", "weighted", "none"]
