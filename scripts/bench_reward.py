@@ -344,8 +344,8 @@ def mean_stages(stages: list[dict[str, float]]) -> dict[str, float] | None:
     if not stages:
         return None
     n = len(stages)
-    out = {k: sum(st.get(k, 0.0) for st in stages) / n for k in sorted({k for st in stages for k in st})}
-    out |= {k: sum(st.get(k, 0.0) for st in stages) / n for k in STAGE_COLUMNS[:3]}
+    keys = sorted({k for st in stages for k in st} | set(STAGE_COLUMNS[:3]))
+    out = {k: sum(st.get(k, 0.0) for st in stages) / n for k in keys}
     out["worker_s"] = (
         out["total_s"] - out["build_s"] - out["device_wait_s"] - sum(st.get("static_s", 0.0) for st in stages) / n
     )
@@ -466,6 +466,7 @@ def main() -> None:
         )
     rows = load_batch(args)
     skip = set(filter(None, args.skip.split(",")))
+    config = reward_config(args)
     report: dict[str, Any] = {
         "device": args.device,
         "tasks": len({r["task"].id for r in rows}),
@@ -474,8 +475,8 @@ def main() -> None:
         "workers": args.workers,
         "ray": args.ray,
         "recipe": str(args.recipe) if args.recipe else None,
-        "executor": reward_config(args).executor_config().model_dump(include={"slots_per_gpu"}),
-        "stage_floor_s": reward_config(args).sandbox_config(args.device).limits.stage_timeout_floor_s,
+        "executor": config.executor_config().model_dump(include={"slots_per_gpu"}),
+        "stage_floor_s": config.sandbox_config(args.device).limits.stage_timeout_floor_s,
         "cores": os.cpu_count(),
         "phases": [],
     }
@@ -490,7 +491,7 @@ def main() -> None:
             print(f"{phase} ({label}): {len(rows)} responses, cache {caches[phase]}", flush=True)
             if phase == "exec":
                 ordered = submission_order(rows, args.workers)
-                results, wall = asyncio.run(executor_alone(ordered, args.device, reward_config(args)))
+                results, wall = asyncio.run(executor_alone(ordered, args.device, config))
             else:
                 results, wall = asyncio.run(reward_function(rows, args, Path(caches[phase]) / "run"))
             report["phases"].append(summarize_phase(f"{phase} ({label})", results, wall))

@@ -170,8 +170,8 @@ class Diagnostics(BaseModel):
     )
     longest_silence_s: dict[str, float] = Field(
         default_factory=dict,
-        description="Per stage (setup, load, correctness, compile, timing, profile), the longest the worker went "
-        "without a message, our builds and gate waits apart: what a stage's limit bounds (limits."
+        description="Per stage (setup, reference, load, correctness, compile, timing, profile), the longest the "
+        "worker went without a message, our builds and gate waits apart: what a stage's limit bounds (limits."
         "stage_timeout_factor, stage_timeout_floor_s). A correct candidate's are the evidence for the floor.",
     )
 
