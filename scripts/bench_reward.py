@@ -318,8 +318,20 @@ def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, An
         "samples": len(results),
         "wall_s": wall,
         "per_hour": 3600 * len(results) / wall,
+        "adapter_s": adapter_seconds(results),
         "variants": variants,
     }
+
+
+def adapter_seconds(results: list[dict]) -> dict[str, float] | None:
+    """The reward function's own seconds per sample, beside its evaluation: a sample's time in ``compute_score``
+    less the evaluation it awaited (extraction, the judge where it outlasted the evaluation, scoring, the ledger
+    and metrics), mean and max. Unlike the two phases' walls, it does not depend on what the host did meanwhile.
+    None for the executor-alone phase."""
+    own = [r["seconds"] - r["evaluate_s"] for r in results if "evaluate_s" in r]
+    if not own:
+        return None
+    return {"mean": sum(own) / len(own), "max": max(own)}
 
 
 STAGE_COLUMNS = ("total_s", "build_s", "device_wait_s", "worker_s")
@@ -365,7 +377,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
     print_table(
         f"{report['tasks']} tasks x {args.k} responses, {args.device}, {args.workers} workers"
         + (" (ray)" if args.ray else ""),
-        ["phase", "samples", "wall s", "per hour", "reward / exec"],
+        ["phase", "samples", "wall s", "per hour", "reward / exec", "adapter s/sample (mean, max)"],
         [
             [
                 p["phase"],
@@ -375,6 +387,7 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
                 fmt(report.get(f"reward_over_exec_{p['phase'].split('(')[1][:-1]}"), ".3f")
                 if p["phase"].startswith("reward")
                 else "",
+                f"{p['adapter_s']['mean']:.3f}, {p['adapter_s']['max']:.3f}" if p.get("adapter_s") else "",
             ]
             for p in report["phases"]
         ],

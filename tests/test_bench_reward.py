@@ -203,3 +203,13 @@ def test_the_executor_alone_gets_the_samples_in_the_order_the_reward_workers_sub
     order = bench.submission_order(rows, 4)
     assert [(r["task"], r["variant"]) for r in order[:4]] == [("A", "honest"), ("B", "honest")] * 2
     assert sorted(map(id, order)) == sorted(map(id, rows))  # every sample once
+
+
+def test_the_adapters_own_seconds_are_each_reward_calls_time_less_its_evaluation(bench) -> None:
+    results = [
+        {"variant": "honest", "seconds": 10.5, "evaluate_s": 10.0},
+        {"variant": "hack", "seconds": 0.3, "evaluate_s": 0.1},
+    ]
+    own = bench.summarize_phase("reward (cold)", results, 11.0)["adapter_s"]
+    assert own == pytest.approx({"mean": 0.35, "max": 0.5})
+    assert bench.summarize_phase("exec (cold)", [{"variant": "honest", "seconds": 1.0}], 1.0)["adapter_s"] is None
