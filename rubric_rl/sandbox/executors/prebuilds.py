@@ -2,12 +2,12 @@
 
 In an RL batch a task's responses often share an extension (a group's repeated programs, or the same kernel under
 different Python), and identical programs share a capture. Each candidate used to run its whole prebuild on a
-build worker: the ones that needed a build already under way waited for it on the build cache's lock while
-holding their build worker, so the candidates behind them in the queue (a compile error that needs a second)
-waited for builds that were not theirs. On an H100 with 7 build workers the first compile error of a 16 x 8
-reward batch was scored 228 s in, with the host's cores 60-80 % idle for the last 90 s of that wait
-(docs/measurements.md, "The hang floor and the 16 x 8 batch"). Here a capture or a build under way is awaited
-where it runs, and only new work takes a build worker.
+build worker: one that needed a build already under way waited for it on the build cache's lock while holding its
+build worker, so the candidates queued behind it (a compile error that needs a second) waited for builds that were
+not theirs (tests/sandbox/test_prebuilds.py). On an H100 with 7 build workers the first compile error of a 16 x 8
+reward batch was scored 228 s in, with most cores idle for the last 60 s of that wait (docs/measurements.md, "The
+hang floor and the 16 x 8 batch"); how much of that this explains was not measured. Here a capture or a build
+under way is awaited where it runs, and only new work takes a build worker.
 """
 
 from __future__ import annotations
