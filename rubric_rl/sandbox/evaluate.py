@@ -17,15 +17,16 @@ import platform
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from rubric_rl import __version__
-from rubric_rl.sandbox.build.builder import Builder
+from rubric_rl.sandbox.build.builder import Builder, build_key
 from rubric_rl.sandbox.build.candidate import as_written, build_extension
 from rubric_rl.sandbox.build.capture_cache import CaptureCache
-from rubric_rl.sandbox.build.extension import ExtensionSpec, SpecError, prepare_build
+from rubric_rl.sandbox.build.extension import ExtensionSpec, PreparedBuild, SpecError, prepare_build
 from rubric_rl.sandbox.checks.native import check_native_sources
 from rubric_rl.sandbox.checks.static import check_program
 from rubric_rl.sandbox.config import SandboxConfig
@@ -54,6 +55,23 @@ class CompileReport(BaseModel):
     builds: list[ExtensionBuild] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list, description="Compiler digests and other reasons it failed.")
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class PrebuildJob:
+    """One extension build ahead of execution (``Evaluator.prebuild_jobs``); ``key`` is its build cache key."""
+
+    key: str
+    evaluator: Evaluator
+    spec: ExtensionSpec
+    prepared: PreparedBuild
+    arch: str | None
+    candidate: str
+
+    def run(self) -> ExtensionBuild:
+        ev = self.evaluator
+        _, record = build_extension(ev.builder, ev.config, self.spec, self.prepared, self.arch, self.candidate)
+        return record
 
 
 class Evaluator:
@@ -172,13 +190,19 @@ class Evaluator:
 
     def prebuild(self, candidate: str, arch: str | None) -> list[ExtensionBuild]:
         """Capture and build a candidate's extensions ahead of execution (what build workers do)."""
+        return [job.run() for job in self.prebuild_jobs(candidate, arch)]
+
+    def prebuild_jobs(self, candidate: str, arch: str | None) -> list[PrebuildJob]:
+        """The builds a candidate's execution will ask for, each with its build key, not run yet: its load_inline
+        calls from the capture cache or a capture worker, less those the execution will refuse (a bad spec, a
+        native finding that stops it). Candidates whose jobs share a key share one build."""
         cfg = self.config
         specs = self.captures.get(candidate, cfg.backend)
         if specs is None:
             specs, error = self.capture(candidate)
             if error is None:
                 self.captures.put(candidate, cfg.backend, specs)
-        builds = []
+        jobs = []
         for spec in specs:
             try:
                 prepared = prepare_build(spec, cfg, arch)
@@ -186,9 +210,8 @@ class Evaluator:
                 continue
             if any(f.severity == "error" for f in check_native_sources(as_written(spec, cfg, arch), candidate, cfg)):
                 continue  # the execution will stop on these findings; no build needed
-            _, record = build_extension(self.builder, cfg, spec, prepared, arch, candidate)
-            builds.append(record)
-        return builds
+            jobs.append(PrebuildJob(build_key(prepared), self, spec, prepared, arch, candidate))
+        return jobs
 
     def check_compiles(
         self, candidate: str, arch: str | None = "9.0", mode: Literal["objects", "full"] = "objects"

@@ -2,14 +2,14 @@
 
 A candidate's way through it: wait for a place in the bounded queue (back-pressure: ``evaluate`` waits when
 ``max_pending`` candidates are in flight); the static checks (a syntax error or a proven hack is its Verdict
-here, queued for nothing else); capture and build its extensions on a build worker (a thread
-driving compiler processes, ``build_workers`` at a time) while its task's baseline is measured (once per
-task, beside the builds, the one a candidate needs soonest first: see ``baseline_lanes``); take an execution
-slot and a warm worker process; run. Each GPU has
-``slots_per_gpu`` slots and one ``DeviceGate``: correctness checks of its slots overlap, timing holds the
-GPU alone (see ``device_gate``). Every evaluation is a fresh worker process, so a crash or a sticky CUDA
-error ends with that process: the slot's next worker is a new one (and was started ahead, while the
-previous candidate ran).
+here, queued for nothing else); capture and build its extensions on a build worker (a thread driving compiler
+processes, ``build_workers`` at a time; a capture or build another candidate has under way is awaited, not
+repeated, and holds no build worker: see ``prebuilds``) while its task's baseline is measured (once per task,
+beside the builds, the one a candidate needs soonest first: see ``baseline_lanes``); take an execution slot and
+a warm worker process; run. Each GPU has ``slots_per_gpu`` slots and one ``DeviceGate``: correctness checks of
+its slots overlap, timing holds the GPU alone (see ``device_gate``). Every evaluation is a fresh worker process,
+so a crash or a sticky CUDA error ends with that process: the slot's next worker is a new one (and was started
+ahead, while the previous candidate ran).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from rubric_rl.sandbox.executors.base import Executor, ExecutorConfig, default_b
 from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineLanes
 from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
+from rubric_rl.sandbox.executors.prebuilds import SharedPrebuilds
 from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline, measure_baseline
 from rubric_rl.sandbox.measure.ncu import KernelMetricsReport, NcuOptions, find_ncu
 from rubric_rl.sandbox.run.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
@@ -198,6 +199,7 @@ class LocalExecutor(Executor):
         self._lane_device = {f"b{d}.{k}": d for d in devices for k in range(self._baseline_workers)}
         self._baseline_lanes: BaselineLanes | None = None  # the most urgent baseline is measured next
         self._memory: MemoryShares | None = None  # who holds each device's memory (see memory_shares)
+        self._prebuilds: SharedPrebuilds | None = None  # captures and builds under way (see prebuilds)
         self._devices = devices
         spares = self.config.spare_workers
         if spares is None:
@@ -230,6 +232,7 @@ class LocalExecutor(Executor):
             self._pending = asyncio.Semaphore(self.config.max_pending)
             self._memory = MemoryShares(self._devices, self._shares)
             self._baseline_lanes = BaselineLanes(sorted(self._lane_device, key=lambda lane: lane.split(".")[::-1]))
+            self._prebuilds = SharedPrebuilds(self.evaluator, self._build_pool, self.arch)
         return self._free, self._pending
 
     def _cuda_env(self, device: str) -> str | None:
@@ -254,7 +257,8 @@ class LocalExecutor(Executor):
             lanes, key = self._baseline_lanes, self._baseline_key(task)
             assert lanes is not None
             if self.config.prebuild:
-                await loop.run_in_executor(self._build_pool, self.evaluator.prebuild, program, self.arch)
+                assert self._prebuilds is not None
+                await self._prebuilds.prebuild(program)
                 lanes.raise_urgency(key, BUILT)
             baseline: TaskBaseline | None = None
             await_baseline: Callable[[], TaskBaseline | None] | None = None
@@ -453,6 +457,7 @@ class LocalExecutor(Executor):
             "evaluations": self.evaluations,
             "builds": self.builder.stats.as_dict(),
             "captures": self.evaluator.captures.stats(),
+            "prebuilds_shared": self._prebuilds.shared if self._prebuilds is not None else 0,
             "baselines": {
                 "measured": self.baselines.measured,
                 "reused": self.baselines.reused,

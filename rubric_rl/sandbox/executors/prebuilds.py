@@ -1,0 +1,54 @@
+"""Captures and builds ahead of execution, shared between the candidates of one executor that need the same one.
+
+In an RL batch a task's responses often share an extension (a group's repeated programs, or the same kernel under
+different Python), and identical programs share a capture. Each candidate used to run its whole prebuild on a
+build worker: one that needed a build already under way waited for it on the build cache's lock while holding its
+build worker, so the candidates queued behind it (a compile error that needs a second) waited for builds that were
+not theirs (tests/sandbox/test_prebuilds.py). On an H100 with 7 build workers the first compile error of a 16 x 8
+reward batch was scored 228 s in, with most cores idle for the last 60 s of that wait (docs/measurements.md, "The
+hang floor and the 16 x 8 batch"); how much of that this explains was not measured. Here a capture or a build
+under way is awaited where it runs, and only new work takes a build worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TypeVar
+
+from rubric_rl.sandbox.evaluate import Evaluator, PrebuildJob
+from rubric_rl.sandbox.verdict import ExtensionBuild
+
+T = TypeVar("T")
+
+
+class SharedPrebuilds:
+    """One event loop's prebuilds: a capture per distinct program and a build per key at a time, on ``pool``."""
+
+    def __init__(self, evaluator: Evaluator, pool: Executor, arch: str | None) -> None:
+        self.evaluator = evaluator
+        self.pool = pool
+        self.arch = arch
+        self._captures: dict[str, asyncio.Future[list[PrebuildJob]]] = {}
+        self._builds: dict[str, asyncio.Future[ExtensionBuild]] = {}
+        self.shared = 0  # captures and builds a candidate awaited instead of running them itself
+
+    async def prebuild(self, program: str) -> list[ExtensionBuild]:
+        """Capture and build ``program``'s extensions; what is already under way for another candidate is awaited
+        without a build worker. Failures raise as ``Evaluator.prebuild``'s do, to every candidate sharing them."""
+        digest = hashlib.sha256(program.encode()).hexdigest()
+        jobs = await self._shared(self._captures, digest, lambda: self.evaluator.prebuild_jobs(program, self.arch))
+        return [await self._shared(self._builds, job.key, job.run) for job in jobs]
+
+    async def _shared(self, running: dict[str, asyncio.Future[T]], key: str, work: Callable[[], T]) -> T:
+        future = running.get(key)
+        if future is None:
+            future = asyncio.get_running_loop().run_in_executor(self.pool, work)
+            running[key] = future
+            future.add_done_callback(lambda _: running.pop(key, None))
+        else:
+            self.shared += 1
+        # A waiter that is cancelled (its deadline, its caller gone) leaves the work to the others.
+        return await asyncio.shield(future)
