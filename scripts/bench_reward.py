@@ -294,7 +294,9 @@ def with_ledger_stages(results: list[dict], run_dir: Path) -> list[dict]:
     return results
 
 
-def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, Any]:
+def summarize_phase(name: str, results: list[dict], wall: float, executor: dict | None = None) -> dict[str, Any]:
+    """A phase's rewards per hour and per-variant numbers; ``executor``: its executor's ``stats()`` after it (counts
+    since the executor started: a warm pass's include its cold pass's)."""
     by_variant: dict[str, list[dict]] = defaultdict(list)
     for r in results:
         by_variant[r["variant"]].append(r)
@@ -320,7 +322,38 @@ def summarize_phase(name: str, results: list[dict], wall: float) -> dict[str, An
         "per_hour": 3600 * len(results) / wall,
         "adapter_s": adapter_seconds(results),
         "variants": variants,
+        "executor_stats": executor,
     }
+
+
+def queue_rows(report: dict[str, Any]) -> list[list[str]]:
+    """Per phase and stage of the executor's queue (``waits_s``) and of its prebuilds (each capture's and build's
+    wait for a build worker and its time on one): n, mean, max and summed seconds."""
+    rows = []
+    for p in report["phases"]:
+        stats = p.get("executor_stats") or {}
+        stages = {**(stats.get("waits_s") or {})}
+        prebuilds = stats.get("prebuilds") or {}
+        stages.update({f"prebuild: {k}": v for k, v in prebuilds.items() if isinstance(v, dict)})
+        for stage, w in stages.items():
+            rows.append(
+                [p["phase"], stage, str(w["n"]), fmt(w["mean"], ".2f"), fmt(w["max"], ".1f"), fmt(w["sum"], ".0f")]
+            )
+    return rows
+
+
+def phase_executor_stats(phase: str, args: argparse.Namespace, run_dir: Path) -> dict | None:
+    """The phase's executor's stats: the bench's own for the executor alone, the reward scorer's for the reward
+    phase in this process (none from Ray workers, whose scorers live in their own processes)."""
+    if phase == "exec":
+        return _executors[args.device].stats()
+    if args.ray:
+        return None
+    from rubric_rl.reward.config import RewardConfig
+    from rubric_rl.reward.runtime import get_scorer
+
+    stats: dict = get_scorer(RewardConfig.load(reward_kwargs(args, run_dir))).executor.stats()
+    return stats
 
 
 def adapter_seconds(results: list[dict]) -> dict[str, float] | None:
@@ -423,6 +456,10 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
         for kind, v in p["variants"].items()
         if v.get("longest_silence_s")
     ]
+    queue = queue_rows(report)
+    if queue:
+        # Where samples waited before and in their slots, from the executor (see rubric_rl/sandbox/executors/waits.py).
+        print_table("executor queue, seconds", ["phase", "stage", "n", "mean", "max", "sum"], queue)
     if silent:
         # The correct samples only: how long a legitimate worker went without a message, against the floor.
         floor = report.get("stage_floor_s")
@@ -489,12 +526,14 @@ def main() -> None:
                 caches[phase] = fresh_cache(phase)
             os.environ["RUBRIC_RL_CACHE"] = caches[phase]
             print(f"{phase} ({label}): {len(rows)} responses, cache {caches[phase]}", flush=True)
+            run_dir = Path(caches[phase]) / "run"
             if phase == "exec":
                 ordered = submission_order(rows, args.workers)
                 results, wall = asyncio.run(executor_alone(ordered, args.device, config))
             else:
-                results, wall = asyncio.run(reward_function(rows, args, Path(caches[phase]) / "run"))
-            report["phases"].append(summarize_phase(f"{phase} ({label})", results, wall))
+                results, wall = asyncio.run(reward_function(rows, args, run_dir))
+            stats = phase_executor_stats(phase, args, run_dir)
+            report["phases"].append(summarize_phase(f"{phase} ({label})", results, wall, stats))
             write_json(args.out, report)
     by_name = {p["phase"]: p for p in report["phases"]}
     for label in ("cold", "warm"):

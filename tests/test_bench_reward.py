@@ -213,3 +213,13 @@ def test_the_adapters_own_seconds_are_each_reward_calls_time_less_its_evaluation
     own = bench.summarize_phase("reward (cold)", results, 11.0)["adapter_s"]
     assert own == pytest.approx({"mean": 0.35, "max": 0.5})
     assert bench.summarize_phase("exec (cold)", [{"variant": "honest", "seconds": 1.0}], 1.0)["adapter_s"] is None
+
+
+def test_the_queue_table_lists_each_phases_executor_stages_and_its_prebuild_work(bench) -> None:
+    wait = {"n": 2, "sum": 3.0, "mean": 1.5, "max": 2.0}
+    stats = {"waits_s": {"slot": wait}, "prebuilds": {"shared": 4, "capture": wait}}
+    report = {"phases": [{"phase": "exec (cold)", "executor_stats": stats}, {"phase": "reward (cold)"}]}
+    assert bench.queue_rows(report) == [
+        ["exec (cold)", "slot", "2", "1.50", "2.0", "3"],
+        ["exec (cold)", "prebuild: capture", "2", "1.50", "2.0", "3"],
+    ]  # the shared count is no stage; a phase without stats (Ray workers) has no rows

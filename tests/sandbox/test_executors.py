@@ -57,6 +57,8 @@ def test_local_executor_runs_candidates_concurrently(sandbox, example_tasks, exa
     baselines = stats["baselines"]  # one measurement per task at most (none if an earlier run left it on disk)
     assert baselines["measured"] <= 1 and baselines["measured"] + baselines["reused"] == 3
     assert stats["builds"]["hits"] >= 3  # the execution worker found every prebuilt extension in the cache
+    waits = stats["waits_s"]  # each candidate through every stage of the queue
+    assert {stage: w["n"] for stage, w in waits.items()} == dict.fromkeys(waits, 3)
 
 
 def test_one_executor_serves_several_event_loops(sandbox, example_tasks, example_rows):

@@ -81,4 +81,7 @@ def test_a_candidate_waiting_for_anothers_build_leaves_the_build_workers_to_the_
     assert held_in_vain == [False], "the compile error waited for another candidate's build"
     assert one.status == two.status == "correct", (one.errors, two.errors)
     assert one.builds[0].key == two.builds[0].key
-    assert ex.stats()["prebuilds_shared"] == 1  # the second response awaited the first one's build
+    prebuilds = ex.stats()["prebuilds"]
+    assert prebuilds["shared"] == 1  # the second response awaited the first one's build
+    assert prebuilds["build"]["n"] == 2  # the shared extension's build and the compile error's, no third
+    assert prebuilds["capture"]["n"] == 3

@@ -36,6 +36,7 @@ from rubric_rl.sandbox.executors.baseline_lanes import AWAITED, BUILT, BaselineL
 from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStore, baseline_key
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.executors.prebuilds import SharedPrebuilds
+from rubric_rl.sandbox.executors.waits import Waits
 from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline, measure_baseline
 from rubric_rl.sandbox.measure.ncu import KernelMetricsReport, NcuOptions, find_ncu
 from rubric_rl.sandbox.run.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
@@ -200,6 +201,7 @@ class LocalExecutor(Executor):
         self._baseline_lanes: BaselineLanes | None = None  # the most urgent baseline is measured next
         self._memory: MemoryShares | None = None  # who holds each device's memory (see memory_shares)
         self._prebuilds: SharedPrebuilds | None = None  # captures and builds under way (see prebuilds)
+        self.waits = Waits()  # where candidates spent their time, per stage of the queue (see waits)
         self._devices = devices
         spares = self.config.spare_workers
         if spares is None:
@@ -244,9 +246,13 @@ class LocalExecutor(Executor):
         assert memory is not None
         started = time.monotonic()
         async with pending:
+            self.waits.add("pending", time.monotonic() - started)
             loop = asyncio.get_running_loop()
             # A syntax error or a proven hack needs no build, baseline or slot: decided before it queues for them.
-            decided = await asyncio.to_thread(self.evaluator.settled_statically, task.code, program, task_id=task.id)
+            with self.waits.timed("static"):
+                decided = await asyncio.to_thread(
+                    self.evaluator.settled_statically, task.code, program, task_id=task.id
+                )
             if decided is not None:
                 self.evaluations += 1
                 return decided
@@ -258,7 +264,8 @@ class LocalExecutor(Executor):
             assert lanes is not None
             if self.config.prebuild:
                 assert self._prebuilds is not None
-                await self._prebuilds.prebuild(program)
+                with self.waits.timed("prebuild"):
+                    await self._prebuilds.prebuild(program)
                 lanes.raise_urgency(key, BUILT)
             baseline: TaskBaseline | None = None
             await_baseline: Callable[[], TaskBaseline | None] | None = None
@@ -278,7 +285,8 @@ class LocalExecutor(Executor):
 
                 await_baseline = awaited
 
-            slot = await free.get()
+            with self.waits.timed("slot"):
+                slot = await free.get()
             try:
                 run_timeout_s = None
                 if deadline_s is not None:
@@ -288,7 +296,8 @@ class LocalExecutor(Executor):
                     if remaining < self.sandbox.limits.run_timeout_s:
                         run_timeout_s = remaining
                 placement = Placement(baseline=baseline, await_baseline=await_baseline, run_timeout_s=run_timeout_s)
-                verdict = await self._in_shares(task, program, slot, placement, measuring)
+                with self.waits.timed("run"):
+                    verdict = await self._in_shares(task, program, slot, placement, measuring)
             finally:
                 free.put_nowait(slot)
         beside = TaskBaseline.beside(verdict.timings) if wants_baseline else None
@@ -457,7 +466,8 @@ class LocalExecutor(Executor):
             "evaluations": self.evaluations,
             "builds": self.builder.stats.as_dict(),
             "captures": self.evaluator.captures.stats(),
-            "prebuilds_shared": self._prebuilds.shared if self._prebuilds is not None else 0,
+            "prebuilds": self._prebuilds.stats() if self._prebuilds is not None else None,
+            "waits_s": self.waits.summary(),
             "baselines": {
                 "measured": self.baselines.measured,
                 "reused": self.baselines.reused,

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
 
 from rubric_rl.sandbox.evaluate import Evaluator, PrebuildJob
+from rubric_rl.sandbox.executors.waits import Waits
 from rubric_rl.sandbox.verdict import ExtensionBuild
 
 T = TypeVar("T")
@@ -34,21 +36,34 @@ class SharedPrebuilds:
         self._captures: dict[str, asyncio.Future[list[PrebuildJob]]] = {}
         self._builds: dict[str, asyncio.Future[ExtensionBuild]] = {}
         self.shared = 0  # captures and builds a candidate awaited instead of running them itself
+        # Each capture's and build's wait for a build worker and its time on one (a cache hit's included).
+        self.work = Waits(("capture_queued", "capture", "build_queued", "build"))
 
     async def prebuild(self, program: str) -> list[ExtensionBuild]:
         """Capture and build ``program``'s extensions; what is already under way for another candidate is awaited
         without a build worker. Failures raise as ``Evaluator.prebuild``'s do, to every candidate sharing them."""
         digest = hashlib.sha256(program.encode()).hexdigest()
-        jobs = await self._shared(self._captures, digest, lambda: self.evaluator.prebuild_jobs(program, self.arch))
-        return [await self._shared(self._builds, job.key, job.run) for job in jobs]
+        jobs = await self._shared(
+            self._captures, digest, "capture", lambda: self.evaluator.prebuild_jobs(program, self.arch)
+        )
+        return [await self._shared(self._builds, job.key, "build", job.run) for job in jobs]
 
-    async def _shared(self, running: dict[str, asyncio.Future[T]], key: str, work: Callable[[], T]) -> T:
+    def stats(self) -> dict[str, object]:
+        return {"shared": self.shared, **self.work.summary()}
+
+    async def _shared(self, running: dict[str, asyncio.Future[T]], key: str, kind: str, work: Callable[[], T]) -> T:
         future = running.get(key)
         if future is None:
-            future = asyncio.get_running_loop().run_in_executor(self.pool, work)
+            future = asyncio.get_running_loop().run_in_executor(self.pool, self._timed, kind, time.monotonic(), work)
             running[key] = future
             future.add_done_callback(lambda _: running.pop(key, None))
         else:
             self.shared += 1
         # A waiter that is cancelled (its deadline, its caller gone) leaves the work to the others.
         return await asyncio.shield(future)
+
+    def _timed(self, kind: str, submitted: float, work: Callable[[], T]) -> T:
+        began = time.monotonic()
+        self.work.add(f"{kind}_queued", began - submitted)
+        with self.work.timed(kind):
+            return work()
