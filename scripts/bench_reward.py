@@ -216,7 +216,8 @@ def phase_order(text: str) -> list[str]:
 
 def executor_fields(args: argparse.Namespace) -> dict[str, Any]:
     """ExecutorConfig fields both phases set (none: the executor's defaults)."""
-    return {} if args.slots_per_gpu is None else {"slots_per_gpu": args.slots_per_gpu}
+    fields = {"slots_per_gpu": args.slots_per_gpu, "capture_workers": getattr(args, "capture_workers", None)}
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def sandbox_fields(args: argparse.Namespace) -> dict[str, Any]:
@@ -483,6 +484,9 @@ def main() -> None:
     ap.add_argument("--recipe", type=Path, default=None, help="the reward kwargs of this recipe YAML (see above)")
     ap.add_argument("--slots-per-gpu", type=int, default=None, help="execution slots per GPU, both phases")
     ap.add_argument(
+        "--capture-workers", type=int, default=None, help="capture workers, both phases (0: on the build workers)"
+    )
+    ap.add_argument(
         "--stage-floor", type=float, default=None, help="limits.stage_timeout_floor_s, both phases (default: reward's)"
     )
     ap.add_argument("--warm", action="store_true", help="run both phases again on their warm caches")
@@ -512,7 +516,7 @@ def main() -> None:
         "workers": args.workers,
         "ray": args.ray,
         "recipe": str(args.recipe) if args.recipe else None,
-        "executor": config.executor_config().model_dump(include={"slots_per_gpu"}),
+        "executor": config.executor_config().model_dump(include={"slots_per_gpu", "capture_workers"}),
         "stage_floor_s": config.sandbox_config(args.device).limits.stage_timeout_floor_s,
         "cores": os.cpu_count(),
         "phases": [],

@@ -160,6 +160,9 @@ def test_slots_per_gpu_reach_both_phases_and_keep_a_recipes_executor_fields(benc
     assert bench.reward_kwargs(args, tmp_path / "run")["executor"] == {**own, "slots_per_gpu": 3}
     args.slots_per_gpu = None
     assert bench.reward_kwargs(args, tmp_path / "run").get("executor") == (own or None)
+    args.capture_workers = 0  # captures on the build workers, as before they had their own
+    assert bench.executor_fields(args) == {"capture_workers": 0}
+    assert bench.reward_config(args).executor_config().capture_workers == 0
 
 
 def test_the_phase_order_names_both_phases_once(bench) -> None:

@@ -557,9 +557,9 @@ def test_timings_run_on_the_reserved_cores_and_everything_else_off_them(sandbox,
 
 def test_each_slot_keeps_as_many_spare_workers_as_asked_and_hands_out_the_oldest(sandbox):
     # With one spare, a slot whose evaluations run shorter than a worker takes to start waited for it.
-    from rubric_rl.sandbox.executors.local import _WarmWorkers
+    from rubric_rl.sandbox.executors.warm_workers import WarmWorkers
 
-    warm = _WarmWorkers(sandbox, depth=2)
+    warm = WarmWorkers(sandbox, depth=2)
     first = warm.take("cpu.0", None)  # no spare yet: a new one, and two spares start behind it
     try:
         deadline = time.monotonic() + 120

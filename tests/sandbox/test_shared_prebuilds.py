@@ -74,3 +74,40 @@ def test_a_failed_build_reaches_every_sharer_and_a_cancelled_waiter_leaves_it_to
     assert second == ["built x"] and evaluator.builds.count("x") == 1
     assert [str(e) for e in outcomes] == ["the build raised", "the build raised"]
     assert evaluator.builds.count("broken") == 1
+
+
+class SlowCaptures(Evaluator):
+    """Evaluator whose capture of "slow" waits for ``capture_release``; every build is free to run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release.set()
+        self.capture_release = threading.Event()
+
+    def prebuild_jobs(self, program: str, arch: str | None) -> list[Job]:
+        if program == "slow" and not self.capture_release.wait(10):
+            raise TimeoutError("never released")
+        return super().prebuild_jobs(program, arch)
+
+
+@pytest.mark.parametrize("own_capture_pool", [True, False])
+def test_a_captured_candidates_build_does_not_wait_behind_captures_on_their_own_workers(own_capture_pool) -> None:
+    # A batch queues all its captures at once; a build is queued when its capture is done. On one pool the build
+    # waited for every capture queued before it (here one held until the build is done, in vain).
+    evaluator = SlowCaptures()
+
+    async def scenario():
+        with ThreadPoolExecutor(1) as builds, ThreadPoolExecutor(1) as captures:
+            shared = SharedPrebuilds(evaluator, builds, None, captures if own_capture_pool else None)  # type: ignore[arg-type]
+            # Both captures queued before the fast one is done and its build queued.
+            fast, slow = asyncio.ensure_future(shared.prebuild("fast")), asyncio.ensure_future(shared.prebuild("slow"))
+            try:
+                return await asyncio.wait_for(asyncio.shield(fast), 1.0)
+            except TimeoutError:
+                return None
+            finally:
+                evaluator.capture_release.set()
+                await asyncio.gather(fast, slow)
+
+    built = asyncio.run(scenario())
+    assert built == (["built fast"] if own_capture_pool else None)

@@ -68,6 +68,13 @@ class ExecutorConfig(BaseModel):
         description="Concurrent builds. None: one per two cores on cuda (ninja compiles a split candidate's kernel "
         "and torch glue at once), one per core on cpu; bounded by memory (see default_build_workers).",
     )
+    capture_workers: int | None = Field(
+        default=None,
+        ge=0,
+        description="Concurrent captures (each a sandboxed process importing a candidate to record its load_inline "
+        "calls, ahead of its build), beside the build workers. None: as many as build workers; 0: captures take "
+        "build workers. Local executor only.",
+    )
     devices: list[int] | None = Field(default=None, description="GPU indices to execute on; None: all visible.")
     slots_per_gpu: int = Field(
         default=2,

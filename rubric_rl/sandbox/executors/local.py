@@ -20,9 +20,7 @@ import os
 import platform
 import shutil
 import subprocess
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -37,12 +35,12 @@ from rubric_rl.sandbox.executors.baselines import BaselineDeferred, BaselineStor
 from rubric_rl.sandbox.executors.memory_shares import MemoryShares
 from rubric_rl.sandbox.executors.prebuilds import SharedPrebuilds
 from rubric_rl.sandbox.executors.waits import Waits
+from rubric_rl.sandbox.executors.warm_workers import WarmWorkers
 from rubric_rl.sandbox.measure.baseline import BaselineError, TaskBaseline, measure_baseline
 from rubric_rl.sandbox.measure.ncu import KernelMetricsReport, NcuOptions, find_ncu
 from rubric_rl.sandbox.run.cpu_cores import CorePlan, available_cores, pin_process, plan_cores
 from rubric_rl.sandbox.run.device_gate import DeviceGate
 from rubric_rl.sandbox.run.placement import Placement
-from rubric_rl.sandbox.run.process import WorkerProcess
 from rubric_rl.sandbox.verdict import Verdict
 from rubric_rl.tasks.task import Task
 
@@ -80,94 +78,12 @@ def out_of_device_memory(verdict: Verdict) -> bool:
     )
 
 
-class _WarmWorkers:
-    """``depth`` started workers waiting per execution slot and per baseline lane, replaced in the background as
-    they are taken. More than one: a worker starts in 3-11 s on a busy GPU host (torch and torch._dynamo
-    imported), longer than many evaluations run, so with one spare the next evaluation of a slot waited for it
-    (on an H100, 21 s summed over a warm pass of 32 candidates, 8 s for one)."""
-
-    def __init__(self, config: SandboxConfig, depth: int) -> None:
-        self.config = config
-        self.depth = depth
-        self._spares: dict[str, deque[WorkerProcess]] = {}
-        self._starting: dict[str, int] = {}  # spares being started per slot
-        self._lock = threading.Lock()
-        self._closed = False
-
-    def _spawn(self, slot: str, cuda: str | None, compiles: bool) -> None:
-        w = WorkerProcess(self.config, cuda_visible_devices=cuda, ahead=True, compiles=compiles)
-        started = False
-        try:
-            w.start()
-            started = True
-        except Exception as e:  # no spare then: the slot starts its next worker itself (and reports why not)
-            log.warning("a spare worker for %s did not start: %s", slot, e)
-        with self._lock:
-            self._starting[slot] -= 1
-            keep = started and not self._closed
-            if keep:
-                self._spares.setdefault(slot, deque()).append(w)
-        if not keep:
-            w.close()
-
-    def spares(self, slot: str) -> list[WorkerProcess]:
-        """The started workers waiting for ``slot``, the next one first."""
-        with self._lock:
-            return list(self._spares.get(slot, ()))
-
-    def take(self, slot: str, cuda: str | None, *, compiles: bool = False) -> WorkerProcess:
-        """``slot``'s oldest spare, or a new worker; ``compiles``: its replacement imports torch.compile's machinery
-        too (a baseline lane's: candidates reuse their task's compile timing)."""
-        with self._lock:
-            queue = self._spares.setdefault(slot, deque())
-            w = queue.popleft() if queue else None
-            missing = max(0, self.depth - len(queue) - self._starting.get(slot, 0))
-            self._starting[slot] = self._starting.get(slot, 0) + missing
-        if w is None or not w.alive():
-            if w is not None:
-                w.close()
-            w = WorkerProcess(self.config, cuda_visible_devices=cuda)
-        for _ in range(missing):
-            threading.Thread(target=self._spawn, args=(slot, cuda, compiles), daemon=True).start()
-        return w
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            spares = [w for queue in self._spares.values() for w in queue]
-            self._spares = {}
-        for w in spares:
-            w.close()
-
-
 class LocalExecutor(Executor):
     def __init__(self, sandbox: SandboxConfig, config: ExecutorConfig | None = None) -> None:
         self.config = config or ExecutorConfig()
         self._shares = 1  # each device's memory is divided into this many equal shares
         self._divided = False  # whether each worker is told its shares of the GPU's memory (cuda, several shares)
-        if sandbox.backend == "cuda":
-            gpus = visible_gpus()
-            wanted = self.config.devices
-            self._gpus = [g for g in gpus if wanted is None or int(g["index"]) in wanted]
-            if not self._gpus and wanted is None:
-                # No nvidia-smi: trust CUDA_VISIBLE_DEVICES order and let each worker find its device.
-                self._gpus = [{"index": "0", "name": "cuda", "arch": sandbox.build.arch or ""}]
-            devices = [g["index"] for g in self._gpus]
-            per_device = self.config.slots_per_gpu
-            self.arch = sandbox.build.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
-            self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
-            # Workers of one GPU share its memory: a share for each slot's worker and each baseline lane's. One
-            # that runs out of it is evaluated again with more shares (see evaluate and memory_shares).
-            baseline_workers = self.config.baseline_workers_per_gpu if self.config.reuse_baselines else 0
-            self._shares = per_device + baseline_workers
-            self._divided = self._shares > 1
-        else:
-            self._gpus = []
-            devices = ["cpu"]
-            per_device = self.config.cpu_slots
-            self._shares = per_device + 1  # the slots and the baseline lane: never more holders than shares
-            self.arch = None
-            self.device_name = platform.processor() or platform.machine()
+        devices, per_device = self._plan_devices(sandbox)
         self.sandbox = sandbox
         self.builder = Builder(
             sandbox.build.cache_dir,
@@ -193,6 +109,15 @@ class LocalExecutor(Executor):
             sandbox.backend, len(self.cores.general) or None
         )
         self._build_pool = ThreadPoolExecutor(self.build_workers, thread_name_prefix="build")
+        # Captures on their own workers: on the build workers every capture queued at a batch's start came before
+        # any build, which is queued only once its capture is done (see prebuilds).
+        captures = self.config.capture_workers
+        self.capture_workers = self.build_workers if captures is None else captures
+        self._capture_pool = (
+            ThreadPoolExecutor(self.capture_workers, thread_name_prefix="capture")
+            if self.capture_workers
+            else self._build_pool
+        )
         self._exec_pool = ThreadPoolExecutor(len(self._slots), thread_name_prefix="exec")
         self._baseline_workers = self.config.baseline_workers_per_gpu if sandbox.backend == "cuda" else 1
         self._baseline_pool = ThreadPoolExecutor(len(devices) * self._baseline_workers, thread_name_prefix="baseline")
@@ -206,7 +131,7 @@ class LocalExecutor(Executor):
         spares = self.config.spare_workers
         if spares is None:
             spares = 2 if sandbox.backend == "cuda" else 1
-        self._warm = _WarmWorkers(sandbox, spares)
+        self._warm = WarmWorkers(sandbox, spares)
         self._free: asyncio.Queue[str] | None = None
         self._pending: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -216,6 +141,33 @@ class LocalExecutor(Executor):
         self._task_shares: dict[str, int] = {}  # tasks (by code) whose trials need more than one share: how many
         self.memory_waits: list[float] = []  # seconds each evaluation with several shares waited for them
         self.started = time.monotonic()
+
+    def _plan_devices(self, sandbox: SandboxConfig) -> tuple[list[str], int]:
+        """The devices to execute on and the slots per device; sets the GPUs, arch, device name and memory shares."""
+        if sandbox.backend == "cuda":
+            gpus = visible_gpus()
+            wanted = self.config.devices
+            self._gpus = [g for g in gpus if wanted is None or int(g["index"]) in wanted]
+            if not self._gpus and wanted is None:
+                # No nvidia-smi: trust CUDA_VISIBLE_DEVICES order and let each worker find its device.
+                self._gpus = [{"index": "0", "name": "cuda", "arch": sandbox.build.arch or ""}]
+            devices = [g["index"] for g in self._gpus]
+            per_device = self.config.slots_per_gpu
+            self.arch = sandbox.build.arch or (self._gpus[0]["arch"] if self._gpus and self._gpus[0]["arch"] else None)
+            self.device_name = self._gpus[0]["name"] if self._gpus else "cuda"
+            # Workers of one GPU share its memory: a share for each slot's worker and each baseline lane's. One
+            # that runs out of it is evaluated again with more shares (see evaluate and memory_shares).
+            baseline_workers = self.config.baseline_workers_per_gpu if self.config.reuse_baselines else 0
+            self._shares = per_device + baseline_workers
+            self._divided = self._shares > 1
+        else:
+            self._gpus = []
+            devices = ["cpu"]
+            per_device = self.config.cpu_slots
+            self._shares = per_device + 1  # the slots and the baseline lane: never more holders than shares
+            self.arch = None
+            self.device_name = platform.processor() or platform.machine()
+        return devices, per_device
 
     def _queues(self) -> tuple[asyncio.Queue[str], asyncio.Semaphore]:
         """The slot queue and the back-pressure semaphore of the running event loop.
@@ -234,7 +186,7 @@ class LocalExecutor(Executor):
             self._pending = asyncio.Semaphore(self.config.max_pending)
             self._memory = MemoryShares(self._devices, self._shares)
             self._baseline_lanes = BaselineLanes(sorted(self._lane_device, key=lambda lane: lane.split(".")[::-1]))
-            self._prebuilds = SharedPrebuilds(self.evaluator, self._build_pool, self.arch)
+            self._prebuilds = SharedPrebuilds(self.evaluator, self._build_pool, self.arch, self._capture_pool)
         return self._free, self._pending
 
     def _cuda_env(self, device: str) -> str | None:
@@ -483,6 +435,7 @@ class LocalExecutor(Executor):
             "slots": self._slots,
             "gates": {d: g.stats() for d, g in self._gates.items()},
             "build_workers": self.build_workers,
+            "capture_workers": self.capture_workers,
             "timing_cores": {d: sorted(c) for d, c in self.cores.timing.items()},
             "elapsed_s": round(time.monotonic() - self.started, 3),
         }
@@ -492,5 +445,6 @@ class LocalExecutor(Executor):
             pin_process(os.getpid(), self._own_cores)
         self._warm.close()
         self._build_pool.shutdown(wait=False, cancel_futures=True)
+        self._capture_pool.shutdown(wait=False, cancel_futures=True)
         self._exec_pool.shutdown(wait=False, cancel_futures=True)
         self._baseline_pool.shutdown(wait=False, cancel_futures=True)

@@ -27,11 +27,14 @@ T = TypeVar("T")
 
 
 class SharedPrebuilds:
-    """One event loop's prebuilds: a capture per distinct program and a build per key at a time, on ``pool``."""
+    """One event loop's prebuilds: a capture per distinct program and a build per key at a time, the builds on
+    ``pool`` and the captures on ``capture_pool`` (default: ``pool``). On one pool, a batch's captures, all queued at
+    its start, run before any build, each build being queued only once its capture is done."""
 
-    def __init__(self, evaluator: Evaluator, pool: Executor, arch: str | None) -> None:
+    def __init__(self, evaluator: Evaluator, pool: Executor, arch: str | None, capture_pool: Executor | None = None):
         self.evaluator = evaluator
         self.pool = pool
+        self.capture_pool = capture_pool or pool
         self.arch = arch
         self._captures: dict[str, asyncio.Future[list[PrebuildJob]]] = {}
         self._builds: dict[str, asyncio.Future[ExtensionBuild]] = {}
@@ -54,7 +57,8 @@ class SharedPrebuilds:
     async def _shared(self, running: dict[str, asyncio.Future[T]], key: str, kind: str, work: Callable[[], T]) -> T:
         future = running.get(key)
         if future is None:
-            future = asyncio.get_running_loop().run_in_executor(self.pool, self._timed, kind, time.monotonic(), work)
+            pool = self.capture_pool if kind == "capture" else self.pool
+            future = asyncio.get_running_loop().run_in_executor(pool, self._timed, kind, time.monotonic(), work)
             running[key] = future
             future.add_done_callback(lambda _: running.pop(key, None))
         else:
