@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import signal
 import statistics
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -226,6 +230,38 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 def write_json(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+class CutGuard:
+    """A phase's finished results, kept as they come, so that a bench stopped by SIGTERM (``gpu_check.sh`` runs each
+    phase under ``timeout`` for what is left of its BUDGET_S) still reports what it did: on SIGTERM, after
+    ``install``, the guard hands them and the phase's seconds so far to the phase's ``report`` and exits 124 (as
+    ``timeout`` does). Without it a cut phase left nothing but its log."""
+
+    def __init__(self) -> None:
+        self.done: list[dict] = []
+        self.started = time.monotonic()
+        self._report: Callable[[list[dict], float], None] | None = None
+
+    def start(self, report: Callable[[list[dict], float], None]) -> None:
+        self.done, self.started, self._report = [], time.monotonic(), report
+
+    def add(self, result: dict) -> dict:
+        self.done.append(result)
+        return result
+
+    def stop(self) -> None:
+        self._report = None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_term)
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        report, self._report = self._report, None
+        if report is not None:
+            report(list(self.done), time.monotonic() - self.started)
+        sys.stdout.flush()
+        os._exit(124)  # the executor's threads and workers need no orderly end: their processes die with this one
 
 
 def candidate_records(items: list[tuple], verdicts: dict[str, list], builds: dict[str, dict]) -> list[dict]:

@@ -16,6 +16,11 @@ def bench(load_script):
 
 
 @pytest.fixture(scope="module")
+def summary(load_script):
+    return load_script("bench_reward_summary")
+
+
+@pytest.fixture(scope="module")
 def honest(examples_dir) -> str:
     return (examples_dir / "fused_add_relu" / "candidate_correct.py").read_text()
 
@@ -104,15 +109,15 @@ def test_broken_forwards_load_where_the_program_names_its_own_class(bench) -> No
     assert hang["ModelNew"].forward is hang["_hanging_forward"]
 
 
-def test_stage_means_split_the_evaluation_into_builds_waits_and_worker_time(bench) -> None:
+def test_stage_means_split_the_evaluation_into_builds_waits_and_worker_time(summary) -> None:
     stages = [
         {"total_s": 10.0, "build_s": 4.0, "device_wait_s": 1.0, "static_s": 0.5},
         {"total_s": 20.0, "build_s": 0.0, "device_wait_s": 3.0, "static_s": 0.5},
     ]
-    assert bench.mean_stages(stages) == {
+    assert summary.mean_stages(stages) == {
         "total_s": 15.0, "build_s": 2.0, "device_wait_s": 2.0, "static_s": 0.5, "worker_s": 10.5
     }  # fmt: skip
-    assert bench.mean_stages([]) is None
+    assert summary.mean_stages([]) is None
 
 
 def test_the_reward_phase_takes_each_samples_stages_from_its_ledger_record(bench, tmp_path) -> None:
@@ -185,16 +190,16 @@ def test_a_stage_floor_reaches_both_phases_and_keeps_a_recipes_sandbox_fields(be
     assert bench.reward_config(args).sandbox_config("cpu").limits.stage_timeout_floor_s == 30.0  # executor alone
 
 
-def test_the_correct_samples_longest_silences_are_the_most_of_each_stage(bench) -> None:
+def test_the_correct_samples_longest_silences_are_the_most_of_each_stage(summary) -> None:
     results = [
         {"status": "correct", "silence": {"load": 1.0, "correctness": 0.5}},
         {"status": "correct", "silence": {"load": 0.2, "correctness": 2.5, "timing": 0.1}},
         {"correct": True, "silence": {"correctness": 3.0}},  # a reward result: its status from its flags
     ]
-    assert bench.longest_silence(results) == {"load": 1.0, "correctness": 3.0, "timing": 0.1}
+    assert summary.longest_silence(results) == {"load": 1.0, "correctness": 3.0, "timing": 0.1}
     hung = {"status": "timeout", "silence": {"correctness": 10.0}}  # not a legitimate candidate's: left out
     rows = [{**r, "variant": "honest", "seconds": 4.0 + i} for i, r in enumerate([*results, hung])]
-    honest = bench.summarize_phase("reward (cold)", rows, 10.0)["variants"]["honest"]
+    honest = summary.summarize_phase("reward (cold)", rows, 10.0)["variants"]["honest"]
     assert honest["longest_silence_s"] == {"load": 1.0, "correctness": 3.0, "timing": 0.1}
     assert honest["first_s"] == 4.0
 
@@ -208,21 +213,21 @@ def test_the_executor_alone_gets_the_samples_in_the_order_the_reward_workers_sub
     assert sorted(map(id, order)) == sorted(map(id, rows))  # every sample once
 
 
-def test_the_adapters_own_seconds_are_each_reward_calls_time_less_its_evaluation(bench) -> None:
+def test_the_adapters_own_seconds_are_each_reward_calls_time_less_its_evaluation(summary) -> None:
     results = [
         {"variant": "honest", "seconds": 10.5, "evaluate_s": 10.0},
         {"variant": "hack", "seconds": 0.3, "evaluate_s": 0.1},
     ]
-    own = bench.summarize_phase("reward (cold)", results, 11.0)["adapter_s"]
+    own = summary.summarize_phase("reward (cold)", results, 11.0)["adapter_s"]
     assert own == pytest.approx({"mean": 0.35, "max": 0.5})
-    assert bench.summarize_phase("exec (cold)", [{"variant": "honest", "seconds": 1.0}], 1.0)["adapter_s"] is None
+    assert summary.summarize_phase("exec (cold)", [{"variant": "honest", "seconds": 1.0}], 1.0)["adapter_s"] is None
 
 
-def test_the_queue_table_lists_each_phases_executor_stages_and_its_prebuild_work(bench) -> None:
-    wait = {"n": 2, "sum": 3.0, "mean": 1.5, "max": 2.0}
+def test_the_queue_table_lists_each_phases_executor_stages_and_its_prebuild_work(summary) -> None:
+    wait = {"now": 1, "n": 2, "sum": 3.0, "mean": 1.5, "max": 2.0}
     stats = {"waits_s": {"slot": wait}, "prebuilds": {"shared": 4, "capture": wait}}
     report = {"phases": [{"phase": "exec (cold)", "executor_stats": stats}, {"phase": "reward (cold)"}]}
-    assert bench.queue_rows(report) == [
-        ["exec (cold)", "slot", "2", "1.50", "2.0", "3"],
-        ["exec (cold)", "prebuild: capture", "2", "1.50", "2.0", "3"],
+    assert summary.queue_rows(report) == [
+        ["exec (cold)", "slot", "1", "2", "1.50", "2.0", "3"],
+        ["exec (cold)", "prebuild: capture", "1", "2", "1.50", "2.0", "3"],
     ]  # the shared count is no stage; a phase without stats (Ray workers) has no rows

@@ -95,3 +95,44 @@ def test_a_speedup_agrees_within_the_executors_own_spread_or_not(benchlib):
     assert wrong["a_status"] == "incorrect" and wrong["statuses_agree"] and wrong["a_within_noise"] is None
     broken = benchlib.agreement({"candidate": "y", "compiled": False}, [V("correct", 1.2), V("correct", 1.2)])
     assert broken["a_status"] == "compile_error" and not broken["statuses_agree"]
+
+
+def test_a_bench_stopped_by_sigterm_reports_the_samples_its_phase_finished(tmp_path) -> None:
+    # gpu_check.sh runs each phase under `timeout` for what is left of its BUDGET_S; a phase cut there used to leave
+    # nothing but its log (an H100 16 x 8 reward batch stopped at 413 s told nothing of where its samples were).
+    import json
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    out = tmp_path / "report.json"
+    program = textwrap.dedent(
+        f"""
+        import json, os, signal, time
+        from benchlib import CutGuard
+
+        guard = CutGuard()
+        guard.install()
+        guard.start(lambda done, elapsed: open({str(out)!r}, "w").write(json.dumps({{"done": done}})))
+        guard.add({{"sample": 1}})
+        guard.add({{"sample": 2}})
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)
+        """
+    )
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    ran = subprocess.run([sys.executable, "-c", program], cwd=scripts, timeout=60, capture_output=True, text=True)
+    assert ran.returncode == 124, ran.stderr
+    assert json.loads(out.read_text()) == {"done": [{"sample": 1}, {"sample": 2}]}
+
+
+def test_a_finished_phase_is_not_reported_again_when_the_bench_is_stopped_later(benchlib) -> None:
+    guard = benchlib.CutGuard()
+    reported: list[list[dict]] = []
+    guard.start(lambda done, elapsed: reported.append(done))
+    guard.add({"sample": 1})
+    guard.stop()
+    guard.start(lambda done, elapsed: reported.append(done))  # the next phase starts with nothing done
+    assert guard.done == []
+    assert reported == []
