@@ -197,7 +197,8 @@ class LocalExecutor(Executor):
         memory = self._memory
         assert memory is not None
         started = time.monotonic()
-        async with self.waits.acquiring("pending", pending):
+        async with pending:
+            self.waits.add("pending", time.monotonic() - started)
             loop = asyncio.get_running_loop()
             # A syntax error or a proven hack needs no build, baseline or slot: decided before it queues for them.
             with self.waits.timed("static"):
