@@ -2,9 +2,10 @@
 
 A candidate's way through it: wait for a place in the bounded queue (back-pressure: ``evaluate`` waits when
 ``max_pending`` candidates are in flight); the static checks (a syntax error or a proven hack is its Verdict
-here, queued for nothing else); capture and build its extensions on a build worker (a thread driving compiler
-processes, ``build_workers`` at a time; a capture or build another candidate has under way is awaited, not
-repeated, and holds no build worker: see ``prebuilds``) while its task's baseline is measured (once per task,
+here, queued for nothing else); capture its extensions on a capture worker (``capture_workers`` at a time) and
+build them on a build worker (a thread driving compiler processes, ``build_workers`` at a time; a capture or build
+another candidate has under way is awaited, not repeated, and holds no worker: see ``prebuilds``; the time each
+stage takes is in ``stats()['waits_s']``) while its task's baseline is measured (once per task,
 beside the builds, the one a candidate needs soonest first: see ``baseline_lanes``); take an execution slot and
 a warm worker process; run. Each GPU has ``slots_per_gpu`` slots and one ``DeviceGate``: correctness checks of
 its slots overlap, timing holds the GPU alone (see ``device_gate``). Every evaluation is a fresh worker process,
