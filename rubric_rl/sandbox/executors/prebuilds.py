@@ -39,7 +39,7 @@ class SharedPrebuilds:
         self._captures: dict[str, asyncio.Future[list[PrebuildJob]]] = {}
         self._builds: dict[str, asyncio.Future[ExtensionBuild]] = {}
         self.shared = 0  # captures and builds a candidate awaited instead of running them itself
-        # Each capture's and build's wait for a build worker and its time on one (a cache hit's included).
+        # Each capture's and build's wait for a worker of its pool and its time on one (a cache hit's included).
         self.work = Waits(("capture_queued", "capture", "build_queued", "build"))
 
     async def prebuild(self, program: str) -> list[ExtensionBuild]:
