@@ -198,8 +198,7 @@ class LocalExecutor(Executor):
         memory = self._memory
         assert memory is not None
         started = time.monotonic()
-        async with pending:
-            self.waits.add("pending", time.monotonic() - started)
+        async with self.waits.acquiring("pending", pending):
             loop = asyncio.get_running_loop()
             # A syntax error or a proven hack needs no build, baseline or slot: decided before it queues for them.
             with self.waits.timed("static"):
