@@ -73,8 +73,9 @@ def stage_limit(run: RunState, config: SandboxConfig, ceiling_s: float) -> Stage
     """How long the worker may go without a message in the current stage, from the reference's own time: loading
     the candidate gets ``stage_timeout_factor`` times what importing the reference and building its model took, a
     correctness trial that many reference trials, the timed rounds that many per timed call (warm-ups included,
-    three models); never less than the floor, never more than ``ceiling_s``. None: the run's limit alone (stages
-    the reference has no counterpart of, or no reference time measured)."""
+    three models); never less than the floor (``correctness_timeout_floor_s`` for a correctness trial, where set),
+    never more than ``ceiling_s``. None: the run's limit alone (stages the reference has no counterpart of, or no
+    reference time measured)."""
     limits = config.limits
     if run.stage == "load":
         if run.reference_model_s is None:
@@ -87,10 +88,13 @@ def stage_limit(run: RunState, config: SandboxConfig, ceiling_s: float) -> Stage
         what = f"{measured * 1e3:.1f} ms a trial"
     else:
         return None
-    s = min(ceiling_s, max(limits.stage_timeout_floor_s, limits.stage_timeout_factor * measured * calls))
+    floor_s = limits.stage_timeout_floor_s
+    if run.stage == "correctness" and limits.correctness_timeout_floor_s is not None:
+        floor_s = limits.correctness_timeout_floor_s
+    s = min(ceiling_s, max(floor_s, limits.stage_timeout_factor * measured * calls))
     why = (
         f"{s:.0f} s (derived from the reference's {what}: x{limits.stage_timeout_factor:g}"
-        f"{f' x {calls} calls' if calls > 1 else ''}, at least {limits.stage_timeout_floor_s:g} s)"
+        f"{f' x {calls} calls' if calls > 1 else ''}, at least {floor_s:g} s)"
     )
     return StageLimit(s, why)
 
