@@ -119,6 +119,13 @@ class TimingConfig(_Section):
     profile_kernels: bool = Field(
         default=True, description="Profile one candidate call to attribute its kernels (GPU)."
     )
+    trial_grace_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="A correctness trial silent this long, and ten times the reference's own trial, stops holding "
+        "up other evaluations' timings on its device while it runs on to its limit: a hung candidate would "
+        "otherwise stall every evaluation of the GPU for its whole stage limit (see device_gate).",
+    )
 
 
 class BuildConfig(_Section):

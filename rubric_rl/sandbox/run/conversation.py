@@ -142,7 +142,7 @@ class Conversation:
                     waiting = time.monotonic()
                     stage_deadline = waiting + limit.s if limit is not None else deadline
                     by_stage = stage_deadline < deadline
-                    msg = chan.recv(deadline=min(deadline, stage_deadline))
+                    msg = self._receive(chan, min(deadline, stage_deadline), turns.hold)
                     # The limit is on the worker's time: what this side spends on a message (builds, gate waits,
                     # comparing outputs on the host, slow under a loaded host) is not the candidate's.
                     handled = time.monotonic()
@@ -187,6 +187,19 @@ class Conversation:
             worker.close()
             run.durations.teardown_s = time.monotonic() - t0
             hold.release()
+
+    def _receive(self, chan: Channel, until: float, hold: GateHold) -> Message:
+        """The worker's next message, by ``until``. A correctness trial holding the gate shared that stays silent
+        past its grace (``timing.trial_grace_s``, at least ten of the reference's trials) is marked overdue: the
+        timings waiting for it go ahead while it runs on to its limit (see device_gate)."""
+        run = self.run
+        if run.stage == "correctness" and hold.mode == "shared" and not hold.is_overdue:
+            grace_s = max(self.config.timing.trial_grace_s, 10 * (run.reference_trial_s or 0.0))
+            grace = time.monotonic() + grace_s
+            if grace < until and not chan.readable(grace):
+                hold.overdue()
+                run.diagnostics.overdue_trials += 1
+        return chan.recv(deadline=until)
 
     def _setup(self, reference: str) -> Setup:
         run = self.run
