@@ -93,10 +93,10 @@ class _RecordingGate(DeviceGate):
         self._open[(threading.get_ident(), mode)] = time.monotonic()
         return waited
 
-    def release(self, mode):
+    def release(self, mode, *, overdue=False):
         began = self._open.pop((threading.get_ident(), mode))
         self.intervals.append((mode, began, time.monotonic()))
-        super().release(mode)
+        super().release(mode, overdue=overdue)
 
 
 def test_two_slots_share_the_device_but_time_alone(sandbox, example_tasks, example_rows):
