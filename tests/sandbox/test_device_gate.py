@@ -123,3 +123,49 @@ def test_out_of_device_memory_is_recognised():
     assert out_of_device_memory(verdict("runtime_error", "correctness trial 0: OutOfMemoryError: CUDA out of memory."))
     assert not out_of_device_memory(verdict("runtime_error", "correctness trial 0: segmentation fault"))
     assert not out_of_device_memory(verdict("incorrect", "CUDA out of memory"))
+
+
+def test_a_timing_stops_waiting_for_a_shared_holder_marked_overdue():
+    # A hung candidate held its trial's shared hold for its whole stage limit; the timing waiting for it, and every
+    # correctness phase behind that timing, stalled the device for seconds of nothing.
+    gate = DeviceGate()
+    hung, other = GateHold(gate), GateHold(gate)
+    hung.to("shared")
+    other.to("shared")
+    got = threading.Event()
+    writer = _in_thread(lambda: (gate.acquire("exclusive"), got.set()))
+    time.sleep(0.1)
+    hung.overdue()
+    assert not got.wait(0.2)  # the other holder is not overdue: still waited for
+    other.release()
+    assert got.wait(2)  # only the overdue one is left: the timing goes ahead beside it
+    writer.join(2)
+    blocked = threading.Event()
+    reader = _in_thread(lambda: (gate.acquire("shared"), blocked.set(), gate.release("shared")))
+    assert not blocked.wait(0.2)  # new correctness phases still wait for the timing
+    gate.release("exclusive")
+    assert blocked.wait(2)
+    reader.join(2)
+    hung.release()  # the overdue holder ends as one
+    assert (gate._readers, gate._overdue) == (0, 0) and gate.stats()["overdue_marked"] == 1
+
+
+def test_an_overdue_mark_needs_a_shared_holder_and_is_marked_once():
+    gate = DeviceGate()
+    with pytest.raises(RuntimeError, match="overdue without a shared holder"):
+        gate.mark_overdue()
+    hold = GateHold(gate)
+    hold.overdue()  # holds nothing: nothing to mark
+    hold.to("exclusive")
+    hold.overdue()  # a timing is never overdue
+    hold.release()
+    hold.to("shared")
+    hold.overdue()
+    hold.overdue()
+    assert gate.stats()["overdue_marked"] == 1
+    hold.to(None)
+    hold.to("shared")  # a new hold after the overdue one is waited for again
+    assert not hold.is_overdue
+    hold.release()
+    with pytest.raises(RuntimeError, match="shared release without a holder"):
+        gate.release("shared", overdue=True)

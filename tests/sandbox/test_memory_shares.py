@@ -520,3 +520,68 @@ def test_a_cuda_executor_gives_each_worker_its_share_and_leaves_the_config_as_gi
         assert ex._memory_fraction(1) == pytest.approx(0.2) and ex._memory_fraction(4) == pytest.approx(0.8)
     finally:
         asyncio.run(ex.close())
+
+
+def test_a_tasks_first_candidates_ask_for_what_its_baselines_peak_memory_says(tmp_path, monkeypatch):
+    """On the H100 the responses of KernelBench L3-2 (8 GB of weights in its reference) reached the slots together,
+    once they shared its build; four ran out of one share before the first correct one taught the task's need.
+    The task's baseline, measured while they build, says it first: a candidate holds about twice its peak."""
+    from rubric_rl.sandbox.measure.baseline import TaskBaseline
+
+    sandbox = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"})
+    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
+    ex._divided = True
+    assert ex._shares == 4 and ex._memory_fraction(1) == pytest.approx(0.225)
+    calls: list[tuple[str, int]] = []
+
+    def fake_evaluate(self, reference, program, *, task_id=None, placement):
+        shares = round(placement.memory_fraction / 0.9 * 4)
+        calls.append((program, shares))
+        if task_id == "L3-2" and shares < 2:
+            return Verdict(status="runtime_error", task_id=task_id, candidate_sha256="0", errors=[_OOM[23:]])
+        return _timed_correct(task_id, placement.baseline)
+
+    def peak(fraction: float | None) -> TaskBaseline:
+        return TaskBaseline.from_rounds({"eager": [2.0], "compile": [1.0]}, "default", peak_memory_fraction=fraction)
+
+    monkeypatch.setattr(Evaluator, "evaluate", fake_evaluate)
+    monkeypatch.setattr(Evaluator, "settled_statically", _never_settled)
+    mlp = Task(id="L3-2", problem_id=2, name="mlp", origin="test", code="# 8 GB of weights\n")
+    small = Task(id="L1-1", problem_id=1, name="matmul", origin="test", code="# small\n")
+    old = Task(id="L1-2", problem_id=2, name="old", origin="test", code="# baseline without a peak\n")
+    for task, fraction in ((mlp, 0.12), (small, 0.01), (old, None)):  # measured while the candidates built
+        ex.baselines.put(ex._baseline_key(task), peak(fraction))
+
+    async def main():
+        jobs = [(mlp, f"mlp-{i}") for i in range(3)] + [(small, "small-a"), (old, "old-a")]
+        return await asyncio.gather(*(ex.evaluate(t, p) for t, p in jobs))
+
+    try:
+        verdicts = asyncio.run(main())
+    finally:
+        asyncio.run(ex.close())
+    assert [v.status for v in verdicts] == ["correct"] * 5
+    # 2 x 12 % is more than a share (22.5 %) holds: half the device at once, no failed run first.
+    assert sorted(calls) == [("mlp-0", 2), ("mlp-1", 2), ("mlp-2", 2), ("old-a", 1), ("small-a", 1)]
+    stats = ex.stats()
+    assert stats["memory_retried"] == [] and len(stats["memory_planned"]) == 3
+    assert stats["memory_planned"][0] == "candidate L3-2: 2 shares (its baseline's peak 12% of the device)"
+    assert ex._task_shares == {}  # planned per evaluation, from the baseline: nothing learnt from a failure
+
+
+@pytest.mark.parametrize(
+    ("fraction", "shares"), [(None, 1), (0.0, 1), (0.1125, 1), (0.12, 2), (0.225, 2), (0.23, 4), (0.9, 4)]
+)
+def test_the_shares_a_baselines_peak_asks_for(tmp_path, fraction, shares) -> None:
+    from rubric_rl.sandbox.measure.baseline import TaskBaseline
+
+    sandbox = SandboxConfig(backend="cpu", build={"cache_dir": tmp_path / "build"})
+    ex = LocalExecutor(sandbox, ExecutorConfig(cpu_slots=3, spare_workers=0, prebuild=False))
+    ex._divided = True  # 4 shares of 22.5 % each
+    baseline = TaskBaseline.from_rounds({"eager": [1.0]}, None, peak_memory_fraction=fraction)
+    try:
+        assert ex._first_shares(_task("t"), baseline) == shares
+        ex._task_shares[_task("t").code] = 4  # what the task is known to need wins over a smaller plan
+        assert ex._first_shares(_task("t"), baseline) == 4
+    finally:
+        asyncio.run(ex.close())
