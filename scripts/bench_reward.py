@@ -378,7 +378,6 @@ def main() -> None:
     PROGRESS.install()
     skip = set(filter(None, args.skip.split(",")))
     config = reward_config(args)
-    limits = config.sandbox_config(args.device).limits
     report: dict[str, Any] = {
         "device": args.device,
         "tasks": len({r["task"].id for r in rows}),
@@ -388,8 +387,7 @@ def main() -> None:
         "ray": args.ray,
         "recipe": str(args.recipe) if args.recipe else None,
         "executor": config.executor_config().model_dump(include={"slots_per_gpu", "capture_workers"}),
-        "stage_floor_s": limits.stage_timeout_floor_s,
-        "correctness_floor_s": limits.correctness_timeout_floor_s or limits.stage_timeout_floor_s,
+        "stage_floor_s": config.sandbox_config(args.device).limits.stage_timeout_floor_s,
         "cores": os.cpu_count(),
         "phases": [],
     }

@@ -165,11 +165,8 @@ def print_report(report: dict[str, Any], args: argparse.Namespace) -> None:
         print_table("executor queue, seconds", ["phase", "stage", "now", "n", "mean", "max", "sum"], queue)
     if silent:
         # The correct samples only: how long a legitimate worker went without a message, against the floor.
-        floor, trials = report.get("stage_floor_s"), report.get("correctness_floor_s")
-        title = (
-            f"correct samples: first result, longest silence per stage (s; the stage floor {fmt(floor, 'g')} s, "
-            f"correctness {fmt(trials, 'g')} s)"
-        )
+        floor = report.get("stage_floor_s")
+        title = f"correct samples: first result, longest silence per stage (s; the stage floor {fmt(floor, 'g')} s)"
         print_table(title, ["phase", "variant", "first_s", *SILENT], silent)
 
 

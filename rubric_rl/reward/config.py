@@ -38,10 +38,6 @@ REWARD_SLOTS_PER_GPU = 4
 # candidate, so 20 s keeps 2.5 times the worst seen where 10 s kept 1.3 (docs/measurements.md, "The hang floor and
 # the 16 x 8 batch").
 REWARD_STAGE_FLOOR_S = 20.0
-# The least a correctness trial gets. The 20 s above is set by loading (7.8 s silences seen); in a trial a correct
-# candidate's longest silence was at most 0.8 s in the same batches, so 10 s keeps over 12 times that, and a
-# candidate hung in its forward, the common hang, holds its slot half as long.
-REWARD_CORRECTNESS_FLOOR_S = 10.0
 
 RuleName = Literal["milestone", "speedup"]
 MixName = Literal["stitchcuda", "weighted", "none"]
@@ -243,8 +239,8 @@ class RewardConfig(BaseModel):
     sandbox: dict[str, Any] = Field(
         default_factory=dict,
         description="Further SandboxConfig fields (validated at load; backend is above); limits."
-        f"stage_timeout_floor_s is {REWARD_STAGE_FLOOR_S:g} and limits.correctness_timeout_floor_s "
-        f"{REWARD_CORRECTNESS_FLOOR_S:g} unless set here (the sandbox's own defaults are for evaluation runs).",
+        f"stage_timeout_floor_s is {REWARD_STAGE_FLOOR_S:g} unless set here (the sandbox's own default is for "
+        "evaluation runs).",
     )
     executor: dict[str, Any] = Field(
         default_factory=dict,
@@ -308,11 +304,7 @@ class RewardConfig(BaseModel):
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     def sandbox_config(self, backend: Literal["cpu", "cuda"]) -> SandboxConfig:
-        limits: dict[str, float] = {"stage_timeout_floor_s": REWARD_STAGE_FLOOR_S}
-        if "stage_timeout_floor_s" not in self.sandbox.get("limits", {}):
-            # A floor the user set holds for the trials too, unless they set the trials' own.
-            limits["correctness_timeout_floor_s"] = REWARD_CORRECTNESS_FLOOR_S
-        defaults = {"limits": limits}
+        defaults = {"limits": {"stage_timeout_floor_s": REWARD_STAGE_FLOOR_S}}
         return SandboxConfig.model_validate({**deep_merge(defaults, self.sandbox), "backend": backend})
 
     def executor_config(self) -> ExecutorConfig:

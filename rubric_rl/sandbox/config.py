@@ -119,13 +119,6 @@ class TimingConfig(_Section):
     profile_kernels: bool = Field(
         default=True, description="Profile one candidate call to attribute its kernels (GPU)."
     )
-    trial_grace_s: float = Field(
-        default=2.0,
-        gt=0,
-        description="A correctness trial silent this long, and ten times the reference's own trial, stops holding "
-        "up other evaluations' timings on its device while it runs on to its limit: a hung candidate would "
-        "otherwise stall every evaluation of the GPU for its whole stage limit (see device_gate).",
-    )
 
 
 class BuildConfig(_Section):
@@ -177,13 +170,6 @@ class LimitsConfig(_Section):
         gt=0,
         description="The least a stage limited by stage_timeout_factor gets (a first call's lazy device set-up, a "
         "loaded host). run_timeout_s stays the ceiling.",
-    )
-    correctness_timeout_floor_s: float | None = Field(
-        default=None,
-        gt=0,
-        description="The least a correctness trial gets, where it should differ from stage_timeout_floor_s (None: "
-        "the same). A trial is one forward on inputs already on the device: its silences are far shorter than "
-        "loading the candidate's, which imports and links its extensions, so a hang there can be told sooner.",
     )
     memory_mb: int = Field(default=16384, ge=256, description="Host memory (RSS) limit of the worker.")
     gpu_memory_fraction: float = Field(

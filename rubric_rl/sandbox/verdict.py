@@ -174,11 +174,6 @@ class Diagnostics(BaseModel):
         "worker went without a message, our builds and gate waits apart: what a stage's limit bounds (limits."
         "stage_timeout_factor, stage_timeout_floor_s). A correct candidate's are the evidence for the floor.",
     )
-    overdue_trials: int = Field(
-        default=0,
-        description="Correctness trials silent past their grace (timing.trial_grace_s), after which other "
-        "evaluations' timings stopped waiting for them (see run.device_gate).",
-    )
 
 
 def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:

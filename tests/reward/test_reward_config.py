@@ -111,19 +111,3 @@ def test_the_rewards_sandbox_has_its_own_stage_floor_and_the_users_setting_wins(
     assert (other.limits.stage_timeout_floor_s, other.limits.run_timeout_s) == (REWARD_STAGE_FLOOR_S, 60)
     mine = RewardConfig.load({"sandbox": {"limits": {"stage_timeout_floor_s": 30}}}).sandbox_config("cpu")
     assert mine.limits.stage_timeout_floor_s == 30
-
-
-def test_the_rewards_trials_have_a_lower_floor_unless_the_user_set_a_stage_floor() -> None:
-    from rubric_rl.reward.config import REWARD_CORRECTNESS_FLOOR_S, REWARD_STAGE_FLOOR_S
-
-    assert REWARD_CORRECTNESS_FLOOR_S < REWARD_STAGE_FLOOR_S  # otherwise the constant says nothing
-    default = RewardConfig.load({}).sandbox_config("cuda").limits
-    assert default.correctness_timeout_floor_s == REWARD_CORRECTNESS_FLOOR_S
-    # A floor the user set is the trials' too: the reward's lower one does not undercut it.
-    theirs = RewardConfig.load({"sandbox": {"limits": {"stage_timeout_floor_s": 30}}}).sandbox_config("cuda").limits
-    assert (theirs.stage_timeout_floor_s, theirs.correctness_timeout_floor_s) == (30, None)
-    both = {"stage_timeout_floor_s": 30, "correctness_timeout_floor_s": 15}
-    mine = RewardConfig.load({"sandbox": {"limits": both}}).sandbox_config("cuda").limits
-    assert (mine.stage_timeout_floor_s, mine.correctness_timeout_floor_s) == (30, 15)
-    with pytest.raises(RewardConfigError, match="sandbox.limits.correctness_timeout_floor_s"):
-        RewardConfig.load({"sandbox": {"limits": {"correctness_timeout_floor_s": -1}}})

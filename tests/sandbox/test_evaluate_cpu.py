@@ -109,16 +109,6 @@ def test_a_hang_costs_what_the_reference_takes_not_the_run_limit(evaluator, refe
     assert v.durations.total_s < 150
 
 
-def test_a_hang_in_a_trial_gets_the_correctness_floor_not_the_stage_floor(evaluator, reference):
-    # The reward's trials have a floor of their own, below loading's: a forward that never returns is a timeout
-    # after it, whatever the stage floor.
-    limits = {"run_timeout_s": 300, "stage_timeout_factor": 1, "stage_timeout_floor_s": 200}
-    v = run(evaluator, reference, PROGRAMS / "fault_hang.py", limits={**limits, "correctness_timeout_floor_s": 6})
-    assert v.status == "timeout"
-    assert "at least 6 s" in v.errors[0] and "stage: correctness" in v.errors[0], v.errors
-    assert v.durations.total_s < 150
-
-
 def test_a_hang_while_loading_costs_what_the_reference_takes_not_the_run_limit(evaluator, reference):
     # A candidate that never finishes building ModelNew held its slot for run_timeout_s: loading had no limit of
     # its own. It now gets stage_timeout_factor times the reference's import and model, at least the floor.

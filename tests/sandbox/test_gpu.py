@@ -214,12 +214,6 @@ def test_torch_compiles_benchmarks_on_the_gpu_are_admitted_by_the_gate(evaluator
     assert baseline.compile_benchmarks is not None and baseline.compile_benchmarks >= 1, baseline
     assert gate.acquired["shared"] == baseline.compile_benchmarks
     assert gate.acquired["exclusive"] == 1
-    # Its peak memory sizes the task's evaluations beside others (LocalExecutor._first_shares): at least its two
-    # 256 MiB inputs, far from all of the device.
-    import torch
-
-    peak_bytes = baseline.peak_memory_fraction * torch.cuda.get_device_properties(0).total_memory
-    assert 512 << 20 <= peak_bytes <= 16 << 30, baseline.peak_memory_fraction
 
 
 @pytest.mark.alone_on_gpu

@@ -44,14 +44,10 @@ def test_candidates_sharing_a_program_or_an_extension_share_its_capture_and_buil
             shared = SharedPrebuilds(evaluator, pool, None)  # type: ignore[arg-type]
             running = [asyncio.ensure_future(shared.prebuild(p)) for p in ("a", "a", "a+b")]
             await asyncio.sleep(0.2)
-            during = shared.stats()
             evaluator.release.set()
-            return await asyncio.gather(*running), shared.stats(), during
+            return await asyncio.gather(*running), shared.stats()
 
-    results, stats, during = asyncio.run(scenario())
-    # a's build under way; "a+b" builds b after a, its extensions one after another as a build worker did them
-    assert [during[stage]["now"] for stage in ("capture_queued", "capture", "build_queued", "build")] == [0, 0, 0, 1]
-    assert stats["build"]["now"] == 0
+    results, stats = asyncio.run(scenario())
     assert results == [["built a"], ["built a"], ["built a", "built b"]]
     assert evaluator.captured == ["a", "a+b"] and sorted(evaluator.builds) == ["a", "b"]
     assert stats["shared"] == 3  # the second "a" awaited the first one's capture and build; "a+b" the build of a

@@ -36,10 +36,5 @@ class DeviceBackend(ABC):
 
         torch.manual_seed(seed)
 
-    def peak_memory_fraction(self) -> float | None:
-        """The most of the device's memory this worker has held so far, as a fraction of all of it (None where
-        the device's memory is not divided among workers)."""
-        return None
-
     def describe(self) -> dict[str, Any]:
         return {}

@@ -69,12 +69,6 @@ class CudaBackend(DeviceBackend):
         del held
         torch.cuda.empty_cache()
 
-    def peak_memory_fraction(self) -> float | None:
-        import torch
-
-        # Reserved, not allocated: what the caching allocator took from the device, which its fraction limits.
-        return torch.cuda.max_memory_reserved(0) / torch.cuda.get_device_properties(0).total_memory
-
     def describe(self) -> dict[str, Any]:
         import torch
 

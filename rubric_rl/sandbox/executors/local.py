@@ -47,10 +47,6 @@ from rubric_rl.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
-# A candidate's worker holds the reference's model, its outputs and the candidate's own model beside it: about
-# twice what the task's baseline worker (the reference and its compiled twin, which shares its weights) held.
-CANDIDATE_MEMORY_FACTOR = 2.0
-
 
 def visible_gpus() -> list[dict[str, str]]:
     """index, name and compute capability of each visible GPU, from nvidia-smi (no CUDA context here)."""
@@ -73,13 +69,6 @@ def visible_gpus() -> list[dict[str, str]]:
         if len(parts) == 3:
             gpus.append({"index": parts[0], "name": parts[1], "arch": parts[2]})
     return gpus
-
-
-def _settled(measuring: asyncio.Future[TaskBaseline | None] | None) -> TaskBaseline | None:
-    """A baseline measurement's result where it has one already (never waits)."""
-    if measuring is None or not measuring.done() or measuring.cancelled() or measuring.exception() is not None:
-        return None
-    return measuring.result()
 
 
 def out_of_device_memory(verdict: Verdict) -> bool:
@@ -150,7 +139,6 @@ class LocalExecutor(Executor):
         self.baselines = BaselineStore(sandbox.build.cache_dir.parent / "baselines")
         self.evaluations = 0
         self.memory_retried: list[str] = []  # each retry with more shares: "candidate TASK: 1 -> 3 shares", ...
-        self.memory_planned: list[str] = []  # each first run given more than a share by its baseline's peak
         self._task_shares: dict[str, int] = {}  # tasks (by code) whose trials need more than one share: how many
         self.memory_waits: list[float] = []  # seconds each evaluation with several shares waited for them
         self.started = time.monotonic()
@@ -210,7 +198,8 @@ class LocalExecutor(Executor):
         memory = self._memory
         assert memory is not None
         started = time.monotonic()
-        async with self.waits.acquiring("pending", pending):
+        async with pending:
+            self.waits.add("pending", time.monotonic() - started)
             loop = asyncio.get_running_loop()
             # A syntax error or a proven hack needs no build, baseline or slot: decided before it queues for them.
             with self.waits.timed("static"):
@@ -286,10 +275,7 @@ class LocalExecutor(Executor):
         assert memory is not None and lanes is not None
         device = self._slot_device[slot]
         cuda = self._cuda_env(device)
-        known = placement.baseline or _settled(measuring)
-        if known is None and measuring is not None:  # measured or kept, its future not yet told
-            known = self.baselines.get(self._baseline_key(task))
-        shares = first_shares = self._first_shares(task, known)
+        shares = first_shares = self._task_shares.get(task.code, 1) if self._divided else 1
         while True:
             if shares > 1 and measuring is not None:
                 # Its baseline takes a share: settled before several are asked for (see memory_shares).
@@ -325,28 +311,6 @@ class LocalExecutor(Executor):
                 # The task's own trials need more (KernelBench L1-19's 6 GB outputs): its later candidates ask for
                 # as many shares at once.
                 self._task_shares[task.code] = max(shares, self._task_shares.get(task.code, 1))
-
-    def _first_shares(self, task: Task, baseline: TaskBaseline | None) -> int:
-        """The shares a task's evaluation asks for first: as many as the task is known to need, and at least what
-        its baseline's peak memory says a candidate needs beside the reference (``CANDIDATE_MEMORY_FACTOR``).
-        A task's responses reach the slots together once they share its build, so waiting for a correct one to run
-        out of a share taught the others too late: on an H100 four of KernelBench L3-2's ran out of one share
-        (its reference alone holds 8 GB of weights) before the first was done."""
-        if not self._divided:
-            return 1
-        shares = self._task_shares.get(task.code, 1)
-        if baseline is None or baseline.peak_memory_fraction is None:
-            return shares
-        need = CANDIDATE_MEMORY_FACTOR * baseline.peak_memory_fraction
-        planned = 1
-        while planned < self._shares and (self._memory_fraction(planned) or 0.0) < need:
-            planned = self._more_shares(planned)
-        if planned > shares:
-            self.memory_planned.append(
-                f"candidate {task.id}: {planned} shares (its baseline's peak {baseline.peak_memory_fraction:.0%} "
-                "of the device)"
-            )
-        return max(shares, planned)
 
     def _run(self, task: Task, program: str, slot: str, placement: Placement) -> Verdict:
         """One evaluation on the slot's warm worker (in an execution thread)."""
@@ -467,7 +431,6 @@ class LocalExecutor(Executor):
             "memory_retries": len(self.memory_retried),
             "memory_retried": list(self.memory_retried),
             "memory_waits_s": list(self.memory_waits),
-            "memory_planned": list(self.memory_planned),
             "shares_per_device": self._shares,
             "large_memory_tasks": len(self._task_shares),
             "slots": self._slots,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import TypeVar
@@ -57,8 +58,7 @@ class SharedPrebuilds:
         future = running.get(key)
         if future is None:
             pool = self.capture_pool if kind == "capture" else self.pool
-            queued = self.work.enter(f"{kind}_queued")
-            future = asyncio.get_running_loop().run_in_executor(pool, self._timed, kind, queued, work)
+            future = asyncio.get_running_loop().run_in_executor(pool, self._timed, kind, time.monotonic(), work)
             running[key] = future
             future.add_done_callback(lambda _: running.pop(key, None))
         else:
@@ -66,7 +66,8 @@ class SharedPrebuilds:
         # A waiter that is cancelled (its deadline, its caller gone) leaves the work to the others.
         return await asyncio.shield(future)
 
-    def _timed(self, kind: str, queued: float, work: Callable[[], T]) -> T:
-        self.work.leave(f"{kind}_queued", queued)
+    def _timed(self, kind: str, submitted: float, work: Callable[[], T]) -> T:
+        began = time.monotonic()
+        self.work.add(f"{kind}_queued", began - submitted)
         with self.work.timed(kind):
             return work()

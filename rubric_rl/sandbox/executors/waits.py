@@ -3,27 +3,23 @@
 A Verdict's durations are its worker's: they start when the candidate has a slot. What came before (the pending
 queue, the static checks, the capture and build, the wait for a slot) is recorded here, per stage, so that a
 batch whose samples wait minutes for seconds of work says where they waited (``LocalExecutor.stats()['waits_s']``).
-Each stage also says how many candidates are in it now: a batch stopped before its end says where the rest were.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 STAGES = ("pending", "static", "prebuild", "slot", "run")  # in the order a candidate passes them
 
 
 class Waits:
-    """Seconds per stage (``STAGES`` unless told others): how many, summed, the mean and the longest, and how many
-    are in it now (of those timed with ``timed`` or ``acquiring``)."""
+    """Seconds per stage (``STAGES`` unless told others): how many, summed, the mean and the longest."""
 
     def __init__(self, stages: Iterable[str] = STAGES) -> None:
         self._seconds: dict[str, list[float]] = {stage: [] for stage in stages}
-        self._now = dict.fromkeys(self._seconds, 0)
         self._lock = threading.Lock()
 
     def add(self, stage: str, seconds: float) -> None:
@@ -35,43 +31,17 @@ class Waits:
     @contextmanager
     def timed(self, stage: str) -> Iterator[None]:
         """Record the time the block took under ``stage``, however it ends."""
-        started = self.enter(stage)
+        started = time.monotonic()
         try:
             yield
         finally:
-            self.leave(stage, started)
-
-    @asynccontextmanager
-    async def acquiring(self, stage: str, semaphore: asyncio.Semaphore) -> AsyncIterator[None]:
-        """Hold ``semaphore`` for the block, the wait for it timed under ``stage``."""
-        with self.timed(stage):
-            await semaphore.acquire()
-        try:
-            yield
-        finally:
-            semaphore.release()
-
-    def enter(self, stage: str) -> float:
-        """One more in ``stage`` now; returns the time it entered, for ``leave``."""
-        if stage not in self._now:
-            raise ValueError(f"unknown stage {stage!r} (have {', '.join(self._seconds)})")
-        with self._lock:
-            self._now[stage] += 1
-        return time.monotonic()
-
-    def leave(self, stage: str, entered: float) -> None:
-        """One fewer in ``stage`` now, its time there (since ``entered``) recorded."""
-        self.add(stage, time.monotonic() - entered)
-        with self._lock:
-            self._now[stage] -= 1
+            self.add(stage, time.monotonic() - started)
 
     def summary(self) -> dict[str, dict[str, float]]:
         with self._lock:
             seen = {stage: list(values) for stage, values in self._seconds.items()}
-            now = dict(self._now)
         return {
             stage: {
-                "now": now[stage],
                 "n": len(values),
                 "sum": round(sum(values), 3),
                 "mean": round(sum(values) / len(values), 3) if values else 0.0,

@@ -18,17 +18,7 @@ from rubric_rl.sandbox.config import SandboxConfig
 from rubric_rl.sandbox.measure.timing import summarize
 from rubric_rl.sandbox.run.device_gate import GateHold
 from rubric_rl.sandbox.run.exchange import DeviceTurns, exchange
-from rubric_rl.sandbox.run.messages import (
-    Body,
-    DeviceReleased,
-    DeviceWanted,
-    Done,
-    Error,
-    Setup,
-    Timed,
-    Timing,
-    Warm,
-)
+from rubric_rl.sandbox.run.messages import Body, DeviceReleased, DeviceWanted, Error, Setup, Timed, Timing, Warm
 from rubric_rl.sandbox.run.placement import Placement
 from rubric_rl.sandbox.run.process import WorkerProcess
 from rubric_rl.sandbox.run.protocol import Channel, Deadline, ProtocolError, WorkerGone
@@ -57,12 +47,6 @@ class TaskBaseline(BaseModel):
         description="Where the measurement's time went, as the worker saw it (s): start_wait_s (its interpreter "
         "importing torch, none for a warm spare), setup_s, reference_model_s, compile_warmup_s, gate_wait_s "
         "(for the device alone), timing_rounds_s.",
-    )
-    peak_memory_fraction: float | None = Field(
-        default=None,
-        description="The baseline worker's peak device memory (the reference's model, its compiled twin, inputs and "
-        "outputs), a fraction of the device; what an executor that divides a GPU's memory sizes the task's "
-        "evaluations by. None: not measured (cpu, an older baseline, one measured beside a candidate).",
     )
     source: Literal["baseline_worker", "beside_candidate"] = Field(
         default="baseline_worker",
@@ -142,7 +126,6 @@ def measure_baseline(reference: str, config: SandboxConfig, *, placement: Placem
     if timing is None:
         error = next((b.message for b in bodies if isinstance(b, Error)), "no timing")
         raise BaselineError(f"baseline measurement failed: {error}")
-    done = next((b for b in bodies if isinstance(b, Done)), None)
     return TaskBaseline.from_rounds(
         timing.times_ms.by_model(),
         config.timing.compile_mode,
@@ -151,7 +134,6 @@ def measure_baseline(reference: str, config: SandboxConfig, *, placement: Placem
         measure_s=round(time.monotonic() - started, 3),
         device_wait_s=round(hold.waited_s, 3),
         phases={k: round(v, 3) for k, v in timing.phases.items()},
-        peak_memory_fraction=done.peak_memory_fraction if done is not None else None,
     )
 
 

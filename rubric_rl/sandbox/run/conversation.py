@@ -73,9 +73,8 @@ def stage_limit(run: RunState, config: SandboxConfig, ceiling_s: float) -> Stage
     """How long the worker may go without a message in the current stage, from the reference's own time: loading
     the candidate gets ``stage_timeout_factor`` times what importing the reference and building its model took, a
     correctness trial that many reference trials, the timed rounds that many per timed call (warm-ups included,
-    three models); never less than the floor (``correctness_timeout_floor_s`` for a correctness trial, where set),
-    never more than ``ceiling_s``. None: the run's limit alone (stages the reference has no counterpart of, or no
-    reference time measured)."""
+    three models); never less than the floor, never more than ``ceiling_s``. None: the run's limit alone (stages
+    the reference has no counterpart of, or no reference time measured)."""
     limits = config.limits
     if run.stage == "load":
         if run.reference_model_s is None:
@@ -88,13 +87,10 @@ def stage_limit(run: RunState, config: SandboxConfig, ceiling_s: float) -> Stage
         what = f"{measured * 1e3:.1f} ms a trial"
     else:
         return None
-    floor_s = limits.stage_timeout_floor_s
-    if run.stage == "correctness" and limits.correctness_timeout_floor_s is not None:
-        floor_s = limits.correctness_timeout_floor_s
-    s = min(ceiling_s, max(floor_s, limits.stage_timeout_factor * measured * calls))
+    s = min(ceiling_s, max(limits.stage_timeout_floor_s, limits.stage_timeout_factor * measured * calls))
     why = (
         f"{s:.0f} s (derived from the reference's {what}: x{limits.stage_timeout_factor:g}"
-        f"{f' x {calls} calls' if calls > 1 else ''}, at least {floor_s:g} s)"
+        f"{f' x {calls} calls' if calls > 1 else ''}, at least {limits.stage_timeout_floor_s:g} s)"
     )
     return StageLimit(s, why)
 
@@ -142,7 +138,7 @@ class Conversation:
                     waiting = time.monotonic()
                     stage_deadline = waiting + limit.s if limit is not None else deadline
                     by_stage = stage_deadline < deadline
-                    msg = self._receive(chan, min(deadline, stage_deadline), turns.hold)
+                    msg = chan.recv(deadline=min(deadline, stage_deadline))
                     # The limit is on the worker's time: what this side spends on a message (builds, gate waits,
                     # comparing outputs on the host, slow under a loaded host) is not the candidate's.
                     handled = time.monotonic()
@@ -187,19 +183,6 @@ class Conversation:
             worker.close()
             run.durations.teardown_s = time.monotonic() - t0
             hold.release()
-
-    def _receive(self, chan: Channel, until: float, hold: GateHold) -> Message:
-        """The worker's next message, by ``until``. A correctness trial holding the gate shared that stays silent
-        past its grace (``timing.trial_grace_s``, at least ten of the reference's trials) is marked overdue: the
-        timings waiting for it go ahead while it runs on to its limit (see device_gate)."""
-        run = self.run
-        if run.stage == "correctness" and hold.mode == "shared" and not hold.is_overdue:
-            grace_s = max(self.config.timing.trial_grace_s, 10 * (run.reference_trial_s or 0.0))
-            grace = time.monotonic() + grace_s
-            if grace < until and not chan.readable(grace):
-                hold.overdue()
-                run.diagnostics.overdue_trials += 1
-        return chan.recv(deadline=until)
 
     def _setup(self, reference: str) -> Setup:
         run = self.run

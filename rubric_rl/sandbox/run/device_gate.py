@@ -17,13 +17,6 @@ And a task baseline's start and torch.compile warm-up hold no gate (they are sec
 forward): that forward, and the reference's setup, may overlap one round of another evaluation's timing,
 which the median over its rounds absorbs. The warm-up's GPU benchmarks (Inductor tuning its kernels) are
 seconds of device work: each holds the gate shared (``compile_gate``).
-
-A hung candidate holds the gate shared until its stage limit kills it: a timing waiting for it, and every
-correctness phase waiting behind that timing, would stall the device for seconds of nothing (on an H100, the honest
-responses of a reward batch with hung ones waited half their time in a slot for the gate). So a correctness trial
-silent past its grace (``timing.trial_grace_s``, at least ten of the reference's trials) is marked overdue: writers
-stop waiting for it while it runs on. The price is bounded: a trial that is slow, not hung, may run beside another
-evaluation's timing for the rest of its trial, as a baseline's warm-up may.
 """
 
 from __future__ import annotations
@@ -44,8 +37,6 @@ class DeviceGate:
         self._readers = 0
         self._writer = False
         self._writers_waiting = 0
-        self._overdue = 0  # shared holders writers no longer wait for (``mark_overdue``)
-        self.overdue_marked = 0
         self.waited_s: dict[str, float] = {"shared": 0.0, "exclusive": 0.0}
         self.acquired: dict[str, int] = {"shared": 0, "exclusive": 0}
         self.exclusive_held_s = 0.0  # the device held alone, summed over its holds
@@ -62,7 +53,7 @@ class DeviceGate:
             else:
                 self._writers_waiting += 1
                 try:
-                    while self._writer or self._readers > self._overdue:
+                    while self._writer or self._readers:
                         self._cond.wait()
                 finally:
                     self._writers_waiting -= 1
@@ -77,24 +68,12 @@ class DeviceGate:
         with self._cond:
             return self._writers_waiting > 0
 
-    def mark_overdue(self) -> None:
-        """A shared holder whose work has run past its grace: writers stop waiting for it (it still holds the gate
-        shared, and releases it as an overdue holder)."""
-        with self._cond:
-            if self._readers <= self._overdue:
-                raise RuntimeError(f"{self.name}: overdue without a shared holder")
-            self._overdue += 1
-            self.overdue_marked += 1
-            self._cond.notify_all()
-
-    def release(self, mode: Mode, *, overdue: bool = False) -> None:
+    def release(self, mode: Mode) -> None:
         with self._cond:
             if mode == "shared":
-                if self._readers <= 0 or (overdue and self._overdue <= 0):
+                if self._readers <= 0:
                     raise RuntimeError(f"{self.name}: shared release without a holder")
                 self._readers -= 1
-                if overdue:
-                    self._overdue -= 1
             else:
                 if not self._writer:
                     raise RuntimeError(f"{self.name}: exclusive release without a holder")
@@ -109,7 +88,6 @@ class DeviceGate:
             "shared_waited_s": round(self.waited_s["shared"], 3),
             "exclusive_waited_s": round(self.waited_s["exclusive"], 3),
             "exclusive_held_s": round(self.exclusive_held_s, 3),
-            "overdue_marked": self.overdue_marked,
         }
 
 
@@ -123,7 +101,6 @@ class GateHold:
         self.alone = alone  # every hold is exclusive (an evaluation that needs the whole device)
         self.mode: Mode | None = None
         self.waited_s = 0.0
-        self.is_overdue = False  # this shared hold no longer holds up writers (``overdue``)
 
     def to(self, mode: Mode | None) -> float:
         """Hold the gate in ``mode`` (None: not at all); returns the seconds this move waited."""
@@ -147,17 +124,10 @@ class GateHold:
         self.release()
         return self.to("shared")
 
-    def overdue(self) -> None:
-        """The shared work under way has run past its grace: writers stop waiting for it (see the module's doc)."""
-        if self.mode == "shared" and self.gate is not None and not self.is_overdue:
-            self.gate.mark_overdue()
-            self.is_overdue = True
-
     def release(self) -> None:
         if self.mode is not None and self.gate is not None:
-            self.gate.release(self.mode, overdue=self.is_overdue)
+            self.gate.release(self.mode)
         self.mode = None
-        self.is_overdue = False
 
     def __enter__(self) -> GateHold:
         return self

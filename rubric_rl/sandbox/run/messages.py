@@ -370,9 +370,6 @@ class Done(Body):
     kind: ClassVar[FromWorker] = "done"
     phases: Phases = Field(default_factory=dict)
     audit: list[str] = Field(default_factory=list)
-    peak_memory_fraction: float | None = Field(
-        default=None, ge=0, description="The worker's peak device memory, a fraction of the device (cuda only)."
-    )
 
 
 class Error(Body):

@@ -114,14 +114,6 @@ class Channel:
         if not ready:
             raise Deadline()
 
-    def readable(self, deadline: float) -> bool:
-        """Whether a message has begun to arrive by ``deadline``, nothing read."""
-        try:
-            self._wait_readable(deadline)
-        except Deadline:
-            return False
-        return True
-
     def _read_into(self, buf: memoryview, deadline: float | None) -> None:
         got = 0
         while got < len(buf):

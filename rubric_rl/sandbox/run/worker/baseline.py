@@ -23,4 +23,4 @@ def measure(session: Session) -> None:
     session.lap("gate_wait_s")
     session.stage = "timing"
     time_models(session, ref, None, take_snapshot=None, compiled=compiled)
-    session.send(Done(peak_memory_fraction=session.backend.peak_memory_fraction()))
+    session.send(Done())
